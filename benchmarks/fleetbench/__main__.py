@@ -1,0 +1,3 @@
+from fleetbench.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,22 @@
+"""`fleetbench demo`: the main job on the embedded default."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.demo import run_demo
+from fleetbench.services.stack import default_stack
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("demo", help="run every benchmark on the CPU into a local Prometheus")
+    add_run_options(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    run_demo(config_from_args(args), default_stack(), console)
+    return 0

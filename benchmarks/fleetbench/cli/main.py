@@ -1,0 +1,42 @@
+"""The `fleetbench` command: one CLI, one module per command group; every Make target calls it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console
+
+from fleetbench import __version__
+from fleetbench.cli import demo_cmd, metrics_cmd, probe_cmd, results_cmd, stack_cmd
+from fleetbench.cli.parser import OneLineParser
+from fleetbench.errors import UserError
+
+COMMAND_MODULES = (demo_cmd, probe_cmd, metrics_cmd, results_cmd, stack_cmd)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="fleetbench", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"fleetbench {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=OneLineParser)
+    for module in COMMAND_MODULES:
+        module.register(commands)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    console = Console(stderr=True)
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.handler(args, console))
+    except UserError as exc:
+        print(f"fleetbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fleetbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

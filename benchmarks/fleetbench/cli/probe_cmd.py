@@ -1,0 +1,24 @@
+"""`fleetbench probe`: the timed matmul/copy probe on the local device."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.probes.run import run_probe
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("probe", help="time matmul and copy on this device (achieved FLOP/s, bytes/s)")
+    add_run_options(parser)
+    parser.add_argument("--device", help="auto, cpu, cuda or mps (default: auto)")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    config = config_from_args(args, {"probe.device": (args.device, "--device")})
+    record = run_probe(config, console)
+    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    return 0

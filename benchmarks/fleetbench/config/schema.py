@@ -1,0 +1,91 @@
+"""The configuration schema. Every section rejects unknown keys, wrong types and out-of-range values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from fleetbench.runinfo import RUN_ID_PATTERN, RUN_ID_RULE
+
+
+class StrictModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def validate_pushgateway_url(url: str) -> str:
+    """Accept http(s)://host[:port][/prefix]; anything else is a typo we should catch before a run."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise ValueError("has an invalid port; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091")
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ValueError("is not an http(s) URL; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091")
+    if parts.query or parts.fragment or any(c.isspace() for c in url):
+        raise ValueError("must not carry a query, fragment or spaces; expected http(s)://HOST[:PORT]")
+    if port == 0:
+        raise ValueError("has port 0; expected a port in 1-65535")
+    return url.rstrip("/")
+
+
+class RunConfig(StrictModel):
+    results_dir: Path = Path("results")
+    run_id: str | None = None
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str | None) -> str | None:
+        if value is not None and (not RUN_ID_PATTERN.fullmatch(value) or value in {".", ".."}):
+            raise ValueError(f"use {RUN_ID_RULE}")
+        return value
+
+
+class TelemetryConfig(StrictModel):
+    pushgateway: str | None = Field(
+        default=None, description="Pushgateway base URL; unset means no push (records and .prom still written)"
+    )
+    push_timeout_s: float = Field(default=2.0, gt=0, le=60)
+    push_retries: int = Field(default=3, ge=0, le=10)
+    push_backoff_s: float = Field(default=0.2, ge=0, le=10)
+    spool_dir: Path | None = Field(default=None, description="default: <results_dir>/.spool")
+    textfile_dir: Path | None = Field(
+        default=None, description="node_exporter textfile collector folder; the run folder is always written"
+    )
+    http_port: int | None = Field(default=None, ge=0, le=65535, description="serve /metrics while running")
+    http_addr: str = "127.0.0.1"
+
+    @field_validator("pushgateway")
+    @classmethod
+    def _pushgateway(cls, value: str | None) -> str | None:
+        return None if value is None else validate_pushgateway_url(value)
+
+
+Size = Annotated[int, Field(ge=16, le=16384)]
+CopyMiB = Annotated[int, Field(ge=1, le=4096)]
+
+
+class ProbeConfig(StrictModel):
+    """The timed matmul and copy-bandwidth probe: a short real workload through the telemetry path."""
+
+    matmul_sizes: list[Size] = Field(default=[512, 1024], min_length=1, max_length=8)
+    copy_mib: list[CopyMiB] = Field(default=[64], min_length=0, max_length=8)
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    device: Literal["auto", "cpu", "cuda", "mps"] = "auto"
+    min_run_time_s: float = Field(default=0.3, gt=0, le=60)
+    threads: int | None = Field(default=None, ge=1, le=1024)
+
+    @field_validator("matmul_sizes", "copy_mib")
+    @classmethod
+    def _unique(cls, value: list[int]) -> list[int]:
+        if len(set(value)) != len(value):
+            raise ValueError("values must be unique")
+        return value
+
+
+class FleetbenchConfig(StrictModel):
+    run: RunConfig = Field(default_factory=RunConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    probe: ProbeConfig = Field(default_factory=ProbeConfig)

@@ -1,0 +1,84 @@
+"""Timed matmul and copy probes: achieved FLOP/s and bytes/s of the local device.
+
+Timing uses torch.utils.benchmark (it synchronises CUDA and picks the repeat count); FLOPs come
+from torch.utils.flop_counter, so the figure is the one PyTorch itself would count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils.benchmark import Timer
+from torch.utils.flop_counter import FlopCounterMode
+
+from fleetbench.devices import DeviceInfo
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    probe: str  # "matmul" or "copy"
+    dtype: str
+    size: str  # label value: "1024" (matmul n) or "64MiB" (copy)
+    median_s: float
+    iqr_s: float
+    operations: int  # how many times the op ran while being timed
+    flops: int  # per operation
+    bytes_moved: int  # per operation
+
+    @property
+    def flop_per_second(self) -> float:
+        return self.flops / self.median_s
+
+    @property
+    def bytes_per_second(self) -> float:
+        return self.bytes_moved / self.median_s
+
+    @property
+    def spread_ratio(self) -> float:
+        return self.iqr_s / self.median_s
+
+
+def count_flops(fn: Callable[[], object]) -> int:
+    with FlopCounterMode(display=False) as counter:
+        fn()
+    return int(counter.get_total_flops())
+
+
+def _time(fn: Callable[[], object], device: DeviceInfo, min_run_time_s: float, threads: int) -> tuple[float, float, int]:
+    fn()  # warm-up: first call pays for allocation, library loading and kernel selection
+    device.synchronize()
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
+    measurement = timer.blocked_autorange(min_run_time=min_run_time_s)
+    operations = len(measurement.raw_times) * measurement.number_per_run
+    return measurement.median, measurement.iqr, operations
+
+
+def matmul_probe(n: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
+    generator = torch.Generator(device="cpu").manual_seed(n)
+    a = torch.randn(n, n, generator=generator).to(device=device.torch_device, dtype=dtype)
+    b = torch.randn(n, n, generator=generator).to(device=device.torch_device, dtype=dtype)
+    out = torch.empty(n, n, device=device.torch_device, dtype=dtype)
+
+    def op() -> object:
+        return torch.matmul(a, b, out=out)
+
+    flops = count_flops(op)
+    median, iqr, operations = _time(op, device, min_run_time_s, threads)
+    moved = 3 * n * n * a.element_size()  # read A and B, write C: the minimum traffic
+    return ProbeResult("matmul", str(dtype).removeprefix("torch."), str(n), median, iqr, operations, flops, moved)
+
+
+def copy_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
+    element_size = torch.empty((), dtype=dtype).element_size()
+    numel = mib * 2**20 // element_size
+    src = torch.ones(numel, device=device.torch_device, dtype=dtype)
+    dst = torch.empty_like(src)
+
+    def op() -> object:
+        return dst.copy_(src)
+
+    median, iqr, operations = _time(op, device, min_run_time_s, threads)
+    moved = 2 * numel * element_size  # read src, write dst
+    return ProbeResult("copy", str(dtype).removeprefix("torch."), f"{mib}MiB", median, iqr, operations, 0, moved)

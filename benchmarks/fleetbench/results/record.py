@@ -1,0 +1,60 @@
+"""The result record: one JSON object per line in results/<run_id>/records.jsonl.
+
+Schema (version 1), documented in README.md:
+  schema_version  1
+  run_id, benchmark, host, device, backend, rank
+  status          "ok" | "failed"; error holds the one-line reason when failed
+  config          the validated configuration of the benchmark (its own section)
+  metrics         every sample the run exported: {name, labels (without the common ones), value}
+  summary         benchmark-specific headline figures (free-form, JSON values)
+  artifacts       files the run wrote, relative to the run folder
+  start, end      ISO 8601 UTC; duration_s
+  git_revision    commit of the code that ran (+dirty when modified)
+  packages        versions of python, fleetbench, torch, numpy, prometheus-client, pydantic
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = 1
+
+
+class MetricSample(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float
+
+
+class ResultRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    benchmark: str
+    host: str
+    device: str
+    backend: str
+    rank: int = 0
+    status: Literal["ok", "failed"]
+    error: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    metrics: list[MetricSample] = Field(default_factory=list)
+    summary: dict[str, Any] = Field(default_factory=dict)
+    artifacts: list[str] = Field(default_factory=list)
+    start: datetime
+    end: datetime
+    duration_s: float
+    git_revision: str
+    packages: dict[str, str]
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        """The value of one sample, or None when the run did not export it."""
+        for sample in self.metrics:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return sample.value
+        return None

@@ -1,0 +1,74 @@
+"""Who, where and what of a run: run ids, host name, git revision, package versions."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+from functools import cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from fleetbench.errors import UserError
+
+# A run id becomes a folder name and a Prometheus label value: keep it to a safe, short alphabet.
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RUN_ID_RULE = "1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+# Packages whose versions decide what a number means; recorded with every result.
+RECORDED_PACKAGES = ("fleetbench", "torch", "numpy", "prometheus-client", "pydantic")
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{secrets.token_hex(2)}"
+
+
+def validate_run_id(run_id: str) -> str:
+    if not RUN_ID_PATTERN.fullmatch(run_id) or run_id in {".", ".."}:
+        raise UserError(f"run id {run_id!r} is not accepted: use {RUN_ID_RULE}")
+    return run_id
+
+
+def host_name() -> str:
+    return os.environ.get("FLEETBENCH_HOST") or socket.gethostname()
+
+
+@cache
+def git_revision() -> str:
+    """The source tree's commit, or what the image builder baked in, or 'unknown'."""
+    baked = os.environ.get("FLEETBENCH_GIT_REVISION")
+    if baked:
+        return baked
+    source_dir = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(source_dir), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(source_dir), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return f"{rev}+dirty" if dirty else rev
+
+
+@cache
+def package_versions() -> dict[str, str]:
+    versions = {"python": sys.version.split()[0]}
+    for name in RECORDED_PACKAGES:
+        try:
+            versions[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return versions
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,69 @@
+"""A minimal client of Prometheus' HTTP API (instant queries), used by the demo, the report and tests."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+from fleetbench.errors import UserError
+
+
+@dataclass(frozen=True)
+class Series:
+    labels: dict[str, str]
+    value: float
+
+
+class PromQLError(UserError):
+    """Prometheus answered, and rejected the query."""
+
+
+class PrometheusClient:
+    def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+
+    def _get(self, path: str, params: dict[str, str]) -> Any:
+        url = f"{self.base_url}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout_s) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:
+            try:
+                body = json.load(exc)
+            except ValueError:
+                raise UserError(f"Prometheus at {self.base_url} answered HTTP {exc.code}") from None
+        except (OSError, ValueError) as exc:
+            raise UserError(f"Prometheus at {self.base_url} is not reachable: {exc}") from None
+        if body.get("status") != "success":
+            raise PromQLError(f"{params.get('query', path)}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[Series]:
+        data = self._get("/api/v1/query", {"query": expr})
+        if data["resultType"] == "scalar":
+            return [Series({}, float(data["result"][1]))]
+        if data["resultType"] != "vector":
+            raise PromQLError(f"{expr}: expected an instant vector, got {data['resultType']}")
+        return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
+
+    def wait_for(self, expr: str, timeout_s: float = 30.0, min_series: int = 1) -> list[Series]:
+        """Poll until `expr` returns at least `min_series` series (scrapes happen on an interval)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            series = self.query(expr)
+            if len(series) >= min_series or time.monotonic() > deadline:
+                return series
+            time.sleep(0.25)
+
+    def ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.base_url}/-/ready", timeout=self.timeout_s) as response:
+                return bool(response.status == 200)
+        except OSError:
+            return False

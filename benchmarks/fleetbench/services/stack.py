@@ -1,0 +1,186 @@
+"""A local Prometheus and Pushgateway on loopback: real binaries, started and stopped by the suite.
+
+The demo leaves them running for a person to look at; tests start their own on free ports.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from fleetbench.errors import UserError
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_PROMETHEUS_PORT = 19090
+DEFAULT_PUSHGATEWAY_PORT = 19091
+BINARIES = {"prometheus": ("prometheus",), "pushgateway": ("prometheus-pushgateway", "pushgateway")}
+
+
+def find_binary(service: str) -> str:
+    for name in BINARIES[service]:
+        path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
+        if path:
+            return path
+    raise UserError(
+        f"{service} binary not found (looked for {', '.join(BINARIES[service])}); "
+        "run `make setup` (installs Debian packages prometheus and prometheus-pushgateway)"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex((LOOPBACK, port)) == 0
+
+
+def http_ready(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def prometheus_config(prometheus_port: int, pushgateway_port: int, scrape_interval_s: float) -> dict[str, object]:
+    interval = f"{scrape_interval_s:g}s"
+    return {
+        "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "scrape_configs": [
+            # honor_labels keeps the pushed job/instance/run labels instead of the gateway's own.
+            {"job_name": "pushgateway", "honor_labels": True,
+             "static_configs": [{"targets": [f"{LOOPBACK}:{pushgateway_port}"]}]},
+            {"job_name": "prometheus", "static_configs": [{"targets": [f"{LOOPBACK}:{prometheus_port}"]}]},
+        ],
+    }
+
+
+@dataclass
+class LocalStack:
+    state_dir: Path
+    prometheus_port: int = DEFAULT_PROMETHEUS_PORT
+    pushgateway_port: int = DEFAULT_PUSHGATEWAY_PORT
+    scrape_interval_s: float = 1.0
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.prometheus_port}"
+
+    @property
+    def pushgateway_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.pushgateway_port}"
+
+    def _pid_file(self, service: str) -> Path:
+        return self.state_dir / f"{service}.pid"
+
+    def _pid(self, service: str) -> int | None:
+        try:
+            pid = int(self._pid_file(service).read_text())
+            os.kill(pid, 0)
+            return pid
+        except (OSError, ValueError):
+            return None
+
+    def running(self, service: str) -> bool:
+        url = self.prometheus_url if service == "prometheus" else self.pushgateway_url
+        return self._pid(service) is not None and http_ready(f"{url}/-/ready")
+
+    def up(self, timeout_s: float = 30.0) -> LocalStack:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._start("pushgateway", [
+            find_binary("pushgateway"), f"--web.listen-address={LOOPBACK}:{self.pushgateway_port}",
+        ], self.pushgateway_url, timeout_s)
+        config_path = self.state_dir / "prometheus.yml"
+        config = prometheus_config(self.prometheus_port, self.pushgateway_port, self.scrape_interval_s)
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self._start("prometheus", [
+            find_binary("prometheus"), f"--config.file={config_path}",
+            f"--storage.tsdb.path={self.state_dir / 'prometheus-data'}",
+            f"--web.listen-address={LOOPBACK}:{self.prometheus_port}", "--web.enable-lifecycle",
+        ], self.prometheus_url, timeout_s)
+        return self
+
+    def _start(self, service: str, argv: list[str], url: str, timeout_s: float) -> None:
+        if self.running(service):
+            return
+        port = self.prometheus_port if service == "prometheus" else self.pushgateway_port
+        if port_in_use(port):
+            raise UserError(
+                f"port {port} on {LOOPBACK} is taken by another program, so {service} cannot start there; "
+                f"free it or choose another port (FLEETBENCH_{service.upper()}_PORT)"
+            )
+        log = (self.state_dir / f"{service}.log").open("ab")
+        # A session of its own: the service outlives the command that started it (the demo).
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        self._pid_file(service).write_text(str(process.pid))
+        deadline = time.monotonic() + timeout_s
+        while not http_ready(f"{url}/-/ready"):
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                tail = (self.state_dir / f"{service}.log").read_text(errors="replace").strip().splitlines()[-1:]
+                raise UserError(f"{service} did not start on {url}: {' '.join(tail) or 'no output'}")
+            time.sleep(0.1)
+
+    def stop_service(self, service: str, timeout_s: float = 10.0) -> bool:
+        pid = self._pid(service)
+        self._pid_file(service).unlink(missing_ok=True)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except OSError:
+                return True
+            if _reap(pid):
+                return True
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        _reap(pid)
+        return True
+
+    def down(self) -> list[str]:
+        return [service for service in ("prometheus", "pushgateway") if self.stop_service(service)]
+
+
+def _reap(pid: int) -> bool:
+    """Collect our own child's exit status so it does not linger as a zombie."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
+
+
+def _port_from_env(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise UserError(f"{name}={raw!r} is not accepted; use a port number in 1-65535")
+    return int(raw)
+
+
+def default_stack(state_dir: Path | None = None) -> LocalStack:
+    """The stack `make demo` and `fleetbench stack up` use; ports and folder come from the environment."""
+    return LocalStack(
+        state_dir=state_dir or Path(os.environ.get("FLEETBENCH_STATE_DIR", ".fleetbench")) / "stack",
+        prometheus_port=_port_from_env("FLEETBENCH_PROMETHEUS_PORT", DEFAULT_PROMETHEUS_PORT),
+        pushgateway_port=_port_from_env("FLEETBENCH_PUSHGATEWAY_PORT", DEFAULT_PUSHGATEWAY_PORT),
+    )

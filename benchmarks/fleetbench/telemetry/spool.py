@@ -1,0 +1,63 @@
+"""The on-disk spool: pushes the Pushgateway did not accept wait here until `fleetbench metrics flush`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fleetbench.errors import UserError
+
+
+@dataclass(frozen=True)
+class SpoolEntry:
+    gateway: str
+    job: str
+    grouping_key: dict[str, str]
+    exposition: str
+    spooled_at: float
+    reason: str
+
+    def group_id(self) -> str:
+        # A push replaces its whole group, so the newest entry for a group is the only one worth keeping.
+        key = json.dumps([self.gateway, self.job, sorted(self.grouping_key.items())])
+        return hashlib.sha256(key.encode()).hexdigest()[:24]
+
+
+class Spool:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def put(self, entry: SpoolEntry) -> Path:
+        """Write atomically (temp file + rename): a crash never leaves half an entry behind."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        target = self.directory / f"{entry.group_id()}.json"
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(asdict(entry), handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return target
+
+    def entries(self) -> list[tuple[Path, SpoolEntry]]:
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                found.append((path, SpoolEntry(**json.loads(path.read_text(encoding="utf-8")))))
+            except (OSError, ValueError, TypeError) as exc:
+                raise UserError(f"{path}: not a spool entry ({exc}); move it away and flush again") from None
+        return found
+
+    @staticmethod
+    def remove(path: Path) -> None:
+        path.unlink(missing_ok=True)
