@@ -30,23 +30,26 @@ def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> P
     stack.up()
     console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback)")
     run_id = config.run.run_id or new_run_id()
-    config = config.model_copy(update={
-        "run": config.run.model_copy(update={"run_id": run_id}),
-        "telemetry": config.telemetry.model_copy(update={"pushgateway": stack.pushgateway_url}),
-    })
+    config = config.model_copy(
+        update={
+            "run": config.run.model_copy(update={"run_id": run_id}),
+            "telemetry": config.telemetry.model_copy(update={"pushgateway": stack.pushgateway_url}),
+        }
+    )
     records = []
     for name, stage in STAGES:
         console.rule(name)
         records.append(stage(config, console))
     run_dir = config.run.results_dir / run_id
     prometheus = PrometheusClient(stack.prometheus_url)
-    arrived = prometheus.wait_for(f'fleetbench_run_success{{run_id="{run_id}"}}', timeout_s=30,
-                                  min_series=len(records))
+    arrived = prometheus.wait_for(f'fleetbench_run_success{{run_id="{run_id}"}}', timeout_s=30, min_series=len(records))
     console.rule("what Prometheus holds for this run")
     console.print(arrived_table(prometheus, run_id))
     if len(arrived) < len(records):
-        console.print(f"[yellow]only {len(arrived)} of {len(records)} runs reached Prometheus; "
-                      f"spooled pushes wait in {config.run.results_dir / '.spool'}[/]")
+        console.print(
+            f"[yellow]only {len(arrived)} of {len(records)} runs reached Prometheus; "
+            f"spooled pushes wait in {config.run.results_dir / '.spool'}[/]"
+        )
     expr = urllib.parse.quote(f'fleetbench_probe_achieved_flop_per_second{{run_id="{run_id}"}}')
     console.rule("where to look")
     console.print(

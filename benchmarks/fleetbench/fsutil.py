@@ -16,5 +16,7 @@ def ensure_writable_dir(path: Path, what: str, flag: str) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UserError(f"{what} {path} is not writable ({exc.strerror or exc}); pass a writable folder with {flag}")
+        raise UserError(
+            f"{what} {path} is not writable ({exc.strerror or exc}); pass a writable folder with {flag}"
+        ) from None
     return path

@@ -7,7 +7,6 @@ import argparse
 from rich.console import Console
 
 from fleetbench.cli.options import add_run_options, config_from_args
-from fleetbench.demo import run_demo
 from fleetbench.services.stack import default_stack
 
 
@@ -18,5 +17,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    run_demo(config_from_args(args), default_stack(), console)
+    config = config_from_args(args)
+    from fleetbench.demo import run_demo  # torch loads only once the arguments are known good
+
+    run_demo(config, default_stack(), console)
     return 0

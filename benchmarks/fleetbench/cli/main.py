@@ -18,8 +18,7 @@ COMMAND_MODULES = (demo_cmd, probe_cmd, metrics_cmd, results_cmd, stack_cmd)
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="fleetbench", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fleetbench {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
-                                     parser_class=OneLineParser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
     for module in COMMAND_MODULES:
         module.register(commands)
     return parser

@@ -26,16 +26,24 @@ def register(commands: argparse._SubParsersAction) -> None:
     flush = sub.add_parser("flush", help="push spooled metrics; remove only what the Pushgateway accepted")
     flush.add_argument("--results-dir", type=Path, default=Path("results"), help="results root (spool in .spool)")
     flush.add_argument("--spool-dir", type=Path, help="spool folder (default: RESULTS_DIR/.spool)")
-    flush.add_argument("--pushgateway", metavar="URL",
-                       help="push to this gateway instead of the one each entry was meant for")
+    flush.add_argument(
+        "--pushgateway", metavar="URL", help="push to this gateway instead of the one each entry was meant for"
+    )
     flush.add_argument("--timeout", type=float, default=5.0, help="seconds per attempt (default 5)")
     flush.set_defaults(handler=handle_flush)
 
 
 def handle_catalogue(args: argparse.Namespace, console: Console) -> int:
     if args.json:
-        print(json.dumps([{"name": s.name, "type": s.kind, "unit": s.unit, "help": s.help,
-                           "labels": list(s.label_names)} for s in CATALOGUE.values()], indent=2))
+        print(
+            json.dumps(
+                [
+                    {"name": s.name, "type": s.kind, "unit": s.unit, "help": s.help, "labels": list(s.label_names)}
+                    for s in CATALOGUE.values()
+                ],
+                indent=2,
+            )
+        )
         return 0
     table = Table(title=f"{len(CATALOGUE)} metrics")
     table.add_column("name", no_wrap=True)

@@ -7,7 +7,6 @@ import argparse
 from rich.console import Console
 
 from fleetbench.cli.options import add_run_options, config_from_args
-from fleetbench.probes.run import run_probe
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,6 +18,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args, {"probe.device": (args.device, "--device")})
+    from fleetbench.probes.run import run_probe  # torch loads only when a probe really runs
+
     record = run_probe(config, console)
     console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
     return 0

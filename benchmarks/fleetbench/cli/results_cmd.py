@@ -30,9 +30,11 @@ def handle_list(args: argparse.Namespace, console: Console) -> int:
     for run_dir in list_runs(args.results_dir):
         records = read_records(run_dir)
         table.add_row(
-            run_dir.name, ", ".join(sorted({r.benchmark for r in records})),
+            run_dir.name,
+            ", ".join(sorted({r.benchmark for r in records})),
             "ok" if all(r.status == "ok" for r in records) else "failed",
-            ", ".join(sorted({r.device for r in records})), min(r.start for r in records).isoformat(),
+            ", ".join(sorted({r.device for r in records})),
+            min(r.start for r in records).isoformat(),
         )
     console.print(table)
     return 0
@@ -45,7 +47,9 @@ def handle_show(args: argparse.Namespace, console: Console) -> int:
             print(record.model_dump_json())
         return 0
     for record in records:
-        console.print(f"[bold]{record.benchmark}[/] rank {record.rank} on {record.host} "
-                      f"({record.device}, {record.backend}): {record.status} in {record.duration_s:.1f} s")
+        console.print(
+            f"[bold]{record.benchmark}[/] rank {record.rank} on {record.host} "
+            f"({record.device}, {record.backend}): {record.status} in {record.duration_s:.1f} s"
+        )
         console.print(json.dumps(record.summary, indent=2))
     return 0

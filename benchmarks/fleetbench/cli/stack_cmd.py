@@ -19,8 +19,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle_up(args: argparse.Namespace, console: Console) -> int:
     stack = default_stack().up()
-    console.print(f"Prometheus  {stack.prometheus_url}\nPushgateway {stack.pushgateway_url}\n"
-                  f"state and logs in {stack.state_dir}")
+    console.print(
+        f"Prometheus  {stack.prometheus_url}\nPushgateway {stack.pushgateway_url}\nstate and logs in {stack.state_dir}"
+    )
     return 0
 
 

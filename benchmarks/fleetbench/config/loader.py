@@ -100,7 +100,8 @@ def describe_validation_error(
     loc = tuple(str(part) for part in first["loc"])
     key = ".".join(loc) or "(top level)"
     source = next(
-        (origin for keys, origin in origins.items() if loc[: len(keys)] == keys),
+        # The override that set this key, or one that set a key inside it.
+        (origin for keys, origin in origins.items() if loc[: len(keys)] == keys or keys[: len(loc)] == loc),
         str(path) if path is not None else "config",
     )
     if first["type"] == "extra_forbidden":

@@ -21,7 +21,7 @@ def validate_pushgateway_url(url: str) -> str:
     try:
         port = parts.port
     except ValueError:
-        raise ValueError("has an invalid port; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091")
+        raise ValueError("has an invalid port; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091") from None
     if parts.scheme not in {"http", "https"} or not parts.hostname:
         raise ValueError("is not an http(s) URL; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091")
     if parts.query or parts.fragment or any(c.isspace() for c in url):

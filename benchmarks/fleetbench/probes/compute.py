@@ -46,7 +46,9 @@ def count_flops(fn: Callable[[], object]) -> int:
     return int(counter.get_total_flops())
 
 
-def _time(fn: Callable[[], object], device: DeviceInfo, min_run_time_s: float, threads: int) -> tuple[float, float, int]:
+def _time(
+    fn: Callable[[], object], device: DeviceInfo, min_run_time_s: float, threads: int
+) -> tuple[float, float, int]:
     fn()  # warm-up: first call pays for allocation, library loading and kernel selection
     device.synchronize()
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)

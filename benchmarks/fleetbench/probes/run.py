@@ -34,17 +34,28 @@ def run_probe(config: FleetbenchConfig, console: Console) -> ResultRecord:
     dtype = getattr(torch, probe_cfg.dtype)
     threads = probe_cfg.threads or torch.get_num_threads()
     identity = RunIdentity(
-        benchmark=BENCHMARK, run_id=config.run.run_id or new_run_id(), host=host_name(),
-        device=device.name, backend=device.backend, rank=0,
+        benchmark=BENCHMARK,
+        run_id=config.run.run_id or new_run_id(),
+        host=host_name(),
+        device=device.name,
+        backend=device.backend,
+        rank=0,
     )
     jobs = [("matmul", n) for n in probe_cfg.matmul_sizes] + [("copy", mib) for mib in probe_cfg.copy_mib]
     results: list[ProbeResult] = []
-    with BenchmarkRun(identity, config.run.results_dir, config.telemetry,
-                      config=probe_cfg.model_dump(mode="json"), console=console) as run:
+    with BenchmarkRun(
+        identity, config.run.results_dir, config.telemetry, config=probe_cfg.model_dump(mode="json"), console=console
+    ) as run:
         if device.backend == "cuda":
             torch.cuda.reset_peak_memory_stats(device.torch_device)
-        with Progress(TextColumn("[bold]probe[/] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console, transient=True) as progress:
+        with Progress(
+            TextColumn("[bold]probe[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
             task = progress.add_task("", total=len(jobs))
             for kind, size in jobs:
                 progress.update(task, description=f"{kind} {size}")
@@ -55,17 +66,22 @@ def run_probe(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 run.step_done()
                 progress.advance(task)
         if device.backend == "cuda":
-            run.metrics.set("fleetbench_memory_peak_allocated_bytes",
-                            torch.cuda.max_memory_allocated(device.torch_device))
-            run.metrics.set("fleetbench_memory_peak_reserved_bytes",
-                            torch.cuda.max_memory_reserved(device.torch_device))
+            run.metrics.set(
+                "fleetbench_memory_peak_allocated_bytes", torch.cuda.max_memory_allocated(device.torch_device)
+            )
+            run.metrics.set(
+                "fleetbench_memory_peak_reserved_bytes", torch.cuda.max_memory_reserved(device.torch_device)
+            )
         best = max((r for r in results if r.flops), key=lambda r: r.flop_per_second, default=None)
-        run.summary.update({
-            "threads": threads,
-            "best_matmul_flop_per_second": best.flop_per_second if best else None,
-            "best_copy_bytes_per_second": max((r.bytes_per_second for r in results if r.probe == "copy"),
-                                              default=None),
-        })
+        run.summary.update(
+            {
+                "threads": threads,
+                "best_matmul_flop_per_second": best.flop_per_second if best else None,
+                "best_copy_bytes_per_second": max(
+                    (r.bytes_per_second for r in results if r.probe == "copy"), default=None
+                ),
+            }
+        )
     console.print(probe_table(results, device.name, device.backend))
     assert run.record is not None
     return run.record
@@ -77,7 +93,12 @@ def probe_table(results: list[ProbeResult], device: str, backend: str) -> Table:
         table.add_column(column, justify="right" if column not in ("probe", "dtype") else "left")
     for r in results:
         table.add_row(
-            r.probe, r.dtype, r.size, f"{r.median_s * 1e3:.3f} ms", f"{r.spread_ratio:.1%}",
-            f"{r.flop_per_second / 1e9:.1f}" if r.flops else "-", f"{r.bytes_per_second / 1e9:.2f}",
+            r.probe,
+            r.dtype,
+            r.size,
+            f"{r.median_s * 1e3:.3f} ms",
+            f"{r.spread_ratio:.1%}",
+            f"{r.flop_per_second / 1e9:.1f}" if r.flops else "-",
+            f"{r.bytes_per_second / 1e9:.2f}",
         )
     return table

@@ -20,8 +20,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-SCHEMA_VERSION = 1
-
 
 class MetricSample(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -33,7 +31,7 @@ class MetricSample(BaseModel):
 class ResultRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     run_id: str
     benchmark: str
     host: str

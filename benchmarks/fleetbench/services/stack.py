@@ -57,13 +57,16 @@ def http_ready(url: str) -> bool:
 
 
 def prometheus_config(prometheus_port: int, pushgateway_port: int, scrape_interval_s: float) -> dict[str, object]:
-    interval = f"{scrape_interval_s:g}s"
+    interval = f"{round(scrape_interval_s * 1000)}ms"  # Prometheus durations take whole units
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "scrape_configs": [
             # honor_labels keeps the pushed job/instance/run labels instead of the gateway's own.
-            {"job_name": "pushgateway", "honor_labels": True,
-             "static_configs": [{"targets": [f"{LOOPBACK}:{pushgateway_port}"]}]},
+            {
+                "job_name": "pushgateway",
+                "honor_labels": True,
+                "static_configs": [{"targets": [f"{LOOPBACK}:{pushgateway_port}"]}],
+            },
             {"job_name": "prometheus", "static_configs": [{"targets": [f"{LOOPBACK}:{prometheus_port}"]}]},
         ],
     }
@@ -101,17 +104,30 @@ class LocalStack:
 
     def up(self, timeout_s: float = 30.0) -> LocalStack:
         self.state_dir.mkdir(parents=True, exist_ok=True)
-        self._start("pushgateway", [
-            find_binary("pushgateway"), f"--web.listen-address={LOOPBACK}:{self.pushgateway_port}",
-        ], self.pushgateway_url, timeout_s)
+        self._start(
+            "pushgateway",
+            [
+                find_binary("pushgateway"),
+                f"--web.listen-address={LOOPBACK}:{self.pushgateway_port}",
+            ],
+            self.pushgateway_url,
+            timeout_s,
+        )
         config_path = self.state_dir / "prometheus.yml"
         config = prometheus_config(self.prometheus_port, self.pushgateway_port, self.scrape_interval_s)
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self._start("prometheus", [
-            find_binary("prometheus"), f"--config.file={config_path}",
-            f"--storage.tsdb.path={self.state_dir / 'prometheus-data'}",
-            f"--web.listen-address={LOOPBACK}:{self.prometheus_port}", "--web.enable-lifecycle",
-        ], self.prometheus_url, timeout_s)
+        self._start(
+            "prometheus",
+            [
+                find_binary("prometheus"),
+                f"--config.file={config_path}",
+                f"--storage.tsdb.path={self.state_dir / 'prometheus-data'}",
+                f"--web.listen-address={LOOPBACK}:{self.prometheus_port}",
+                "--web.enable-lifecycle",
+            ],
+            self.prometheus_url,
+            timeout_s,
+        )
         return self
 
     def _start(self, service: str, argv: list[str], url: str, timeout_s: float) -> None:
@@ -125,8 +141,9 @@ class LocalStack:
             )
         log = (self.state_dir / f"{service}.log").open("ab")
         # A session of its own: the service outlives the command that started it (the demo).
-        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         self._pid_file(service).write_text(str(process.pid))
         deadline = time.monotonic() + timeout_s
         while not http_ready(f"{url}/-/ready"):

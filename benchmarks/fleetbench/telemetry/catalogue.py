@@ -80,7 +80,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_run_duration_seconds", "gauge", "seconds",
               "Wall-clock duration of the run so far, or of the whole run once ended"),
         _spec("fleetbench_run_success", "gauge", "count",
-              "1 when the run ended successfully, 0 when it failed; absent while running"),
+              "Whether the run ended successfully: 1 ok, 0 failed; absent while running"),
         _spec("fleetbench_run_last_success_timestamp_seconds", "gauge", "timestamp",
               "Unix time of the end of the last successful run of this benchmark on this host/rank"),
         # --- memory of the process and of the device allocator ---------------------------------

@@ -46,7 +46,7 @@ class _FamiliesCollector:
 
 def registry_from_exposition(text: str) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_FamiliesCollector(text_string_to_metric_families(text)))  # type: ignore[arg-type]
+    registry.register(_FamiliesCollector(text_string_to_metric_families(text)))
     return registry
 
 
@@ -65,8 +65,7 @@ def push_with_retries(
             if should_stop():
                 break
         try:
-            push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=grouping_key,
-                            timeout=policy.timeout_s)
+            push_to_gateway(gateway, job=JOB, registry=registry, grouping_key=grouping_key, timeout=policy.timeout_s)
             return None
         except urllib.error.HTTPError as exc:
             error = f"HTTP {exc.code} {exc.reason}"
@@ -153,10 +152,16 @@ class BackgroundPusher:
             return self.outcome
         self.outcome.pushes_failed += 1
         self.outcome.last_error = error
-        self.spool.put(SpoolEntry(
-            gateway=self.gateway, job=JOB, grouping_key=self.grouping_key,
-            exposition=generate_latest(self.registry).decode(), spooled_at=time.time(), reason=error,
-        ))
+        self.spool.put(
+            SpoolEntry(
+                gateway=self.gateway,
+                job=JOB,
+                grouping_key=self.grouping_key,
+                exposition=generate_latest(self.registry).decode(),
+                spooled_at=time.time(),
+                reason=error,
+            )
+        )
         self.outcome.spooled = True
         return self.outcome
 

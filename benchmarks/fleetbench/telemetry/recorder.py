@@ -29,8 +29,12 @@ class RunIdentity:
 
     def labels(self) -> dict[str, str]:
         values = {
-            "benchmark": self.benchmark, "run_id": self.run_id, "host": self.host,
-            "device": self.device, "backend": self.backend, "rank": str(self.rank),
+            "benchmark": self.benchmark,
+            "run_id": self.run_id,
+            "host": self.host,
+            "device": self.device,
+            "backend": self.backend,
+            "rank": str(self.rank),
         }
         assert tuple(values) == COMMON_LABELS
         return values
@@ -51,9 +55,7 @@ class MetricRecorder:
     def _child(self, name: str, labels: dict[str, object]) -> Any:
         metric_spec = spec(name)
         if set(labels) != set(metric_spec.labels):
-            raise ValueError(
-                f"metric {name} takes labels {sorted(metric_spec.labels)}, got {sorted(labels)}"
-            )
+            raise ValueError(f"metric {name} takes labels {sorted(metric_spec.labels)}, got {sorted(labels)}")
         with self._lock:
             metric = self._metrics.get(name)
             if metric is None:
@@ -83,9 +85,11 @@ class MetricRecorder:
         out = []
         for family in self.registry.collect():
             for sample in family.samples:
-                out.append({
-                    "name": sample.name,
-                    "labels": {k: v for k, v in sample.labels.items() if k not in common},
-                    "value": sample.value,
-                })
+                out.append(
+                    {
+                        "name": sample.name,
+                        "labels": {k: v for k, v in sample.labels.items() if k not in common},
+                        "value": sample.value,
+                    }
+                )
         return out

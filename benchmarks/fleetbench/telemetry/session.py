@@ -30,8 +30,12 @@ def peak_rss_bytes() -> int:
 
 
 def grouping_key(identity: RunIdentity) -> dict[str, str]:
-    return {"benchmark": identity.benchmark, "run_id": identity.run_id,
-            "instance": identity.host, "rank": str(identity.rank)}
+    return {
+        "benchmark": identity.benchmark,
+        "run_id": identity.run_id,
+        "instance": identity.host,
+        "rank": str(identity.rank),
+    }
 
 
 class BenchmarkRun:
@@ -70,14 +74,17 @@ class BenchmarkRun:
         self.metrics.set("fleetbench_run_start_timestamp_seconds", self._start.timestamp())
         if self.telemetry.pushgateway:
             self._pusher = BackgroundPusher(
-                self.telemetry.pushgateway, self.metrics.registry, grouping_key(self.identity), self.spool,
-                PushPolicy(self.telemetry.push_timeout_s, self.telemetry.push_retries,
-                           self.telemetry.push_backoff_s),
+                self.telemetry.pushgateway,
+                self.metrics.registry,
+                grouping_key(self.identity),
+                self.spool,
+                PushPolicy(self.telemetry.push_timeout_s, self.telemetry.push_retries, self.telemetry.push_backoff_s),
             )
             self._pusher.submit()
         if self.telemetry.http_port is not None:
-            self._http = start_http_server(self.telemetry.http_port, self.telemetry.http_addr,
-                                           registry=self.metrics.registry)
+            self._http = start_http_server(
+                self.telemetry.http_port, self.telemetry.http_addr, registry=self.metrics.registry
+            )
         return self
 
     def step_done(self) -> None:
@@ -89,8 +96,9 @@ class BenchmarkRun:
     def add_artifact(self, path: Path) -> None:
         self.artifacts.append(str(path.relative_to(self.run_dir)))
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.finish(error=None if exc is None else (str(exc) or type(exc).__name__))
 
     def finish(self, error: str | None = None) -> ResultRecord:
@@ -112,12 +120,23 @@ class BenchmarkRun:
             server.shutdown()
         self._write_textfiles()
         self.record = ResultRecord(
-            run_id=self.identity.run_id, benchmark=self.identity.benchmark, host=self.identity.host,
-            device=self.identity.device, backend=self.identity.backend, rank=self.identity.rank,
-            status="ok" if ok else "failed", error=error, config=self.config,
-            metrics=self.metrics.samples(), summary=self.summary, artifacts=self.artifacts,
-            start=self._start, end=end, duration_s=duration,
-            git_revision=git_revision(), packages=package_versions(),
+            run_id=self.identity.run_id,
+            benchmark=self.identity.benchmark,
+            host=self.identity.host,
+            device=self.identity.device,
+            backend=self.identity.backend,
+            rank=self.identity.rank,
+            status="ok" if ok else "failed",
+            error=error,
+            config=self.config,
+            metrics=self.metrics.samples(),
+            summary=self.summary,
+            artifacts=self.artifacts,
+            start=self._start,
+            end=end,
+            duration_s=duration,
+            git_revision=git_revision(),
+            packages=package_versions(),
         )
         append_record(self.run_dir, self.record)
         return self.record

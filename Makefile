@@ -1,0 +1,63 @@
+# fleetbench: every user task is a target; each is a thin call of the `fleetbench` CLI.
+# `make help` lists them. Every target depends on `setup`, so each works alone on a fresh machine.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+FB := $(VENV)/bin/fleetbench
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev
+RESULTS ?= results
+PYTEST_ARGS ?=
+export TORCH_SPEC EXTRAS VENV
+
+.PHONY: help setup demo test lint pytest perf probe stack-up stack-down stack-status results flush clean
+
+help: ## list the targets
+	@echo "fleetbench: make TARGET [VAR=value]"
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | sort | \
+	  awk 'BEGIN {FS = ":.*## "}; {printf "  %-14s %s\n", $$1, $$2}'
+
+setup: ## system packages (Debian/Ubuntu) + .venv with fleetbench; fast when done (TORCH_SPEC=...)
+	@bash scripts/setup.sh
+
+demo: setup ## the main job on the CPU: every benchmark -> local Prometheus, results/<run_id>/
+	@$(FB) demo --results-dir $(RESULTS)
+
+test: setup ## lint, then the whole test suite (starts the services it needs)
+	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory pytest
+
+lint: setup ## ruff and mypy on the package
+	$(VENV)/bin/ruff check benchmarks tests scripts
+	$(VENV)/bin/ruff format --check benchmarks tests scripts
+	$(VENV)/bin/mypy
+
+pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+perf: setup ## performance ratios measured side by side in one run (not a test)
+	@$(PY) scripts/perf.py
+
+probe: setup ## time matmul and copy on this device (achieved FLOP/s and bytes/s)
+	@$(FB) probe --results-dir $(RESULTS)
+
+stack-up: setup ## start the local Prometheus (:19090) and Pushgateway (:19091) on 127.0.0.1
+	@$(FB) stack up
+
+stack-down: setup ## stop them
+	@$(FB) stack down
+
+stack-status: setup ## say whether they run
+	@$(FB) stack status
+
+results: setup ## list runs in results/
+	@$(FB) results --results-dir $(RESULTS) list
+
+flush: setup ## push metrics spooled while the Pushgateway was unreachable
+	@$(FB) metrics flush --results-dir $(RESULTS)
+
+clean: ## remove caches (keeps results/ and .venv)
+	rm -rf .pytest_cache .mypy_cache .ruff_cache build benchmarks/*.egg-info

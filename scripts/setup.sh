@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `make setup`: system packages (Debian/Ubuntu, when missing) and the project's virtual environment.
+# Idempotent and quick when everything is in place: a dpkg query and a stamp comparison.
+set -euo pipefail
+
+VENV=${VENV:-.venv}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+EXTRAS=${EXTRAS:-dev}
+SYSTEM_PACKAGES=(
+  docker.io               # Docker engine for the images and the local cluster
+  prometheus              # Prometheus server and promtool
+  prometheus-pushgateway  # where batch jobs push
+  prometheus-node-exporter  # textfile collector for .prom files
+  mesa-vulkan-drivers     # lavapipe: software Vulkan for the edge runner
+  glslc                   # GLSL -> SPIR-V
+  debootstrap             # the offline base image for cpu containers
+)
+
+say() { printf 'setup: %s\n' "$*"; }
+
+install_system_packages() {
+  local missing=()
+  command -v dpkg-query >/dev/null 2>&1 || { say "not Debian/Ubuntu: install ${SYSTEM_PACKAGES[*]} yourself"; return 0; }
+  python3 -c 'import ensurepip, venv' 2>/dev/null || missing+=(python3-venv)
+  for pkg in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; else
+      say "missing Debian packages: ${missing[*]} (run as root, or: sudo apt-get install ${missing[*]})"
+      return 0
+    fi
+  fi
+  say "installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  # policy-rc.d keeps the packages' own services (prometheus on :9090 and friends) from starting:
+  # the suite starts its own on loopback ports it chooses.
+  local policy=/usr/sbin/policy-rc.d created_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod +x "$policy" && created_policy=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -n "$created_policy" ] && $sudo rm -f "$policy"
+  say "installed: ${missing[*]}"
+}
+
+python_ok() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+
+setup_venv() {
+  local python=${PYTHON:-python3}
+  python_ok "$python" || { echo "setup: $python is older than 3.11; set PYTHON=/path/to/python3.11" >&2; exit 2; }
+  [ -x "$VENV/bin/python" ] || { say "creating $VENV"; "$python" -m venv "$VENV"; }
+  local stamp="$VENV/.fleetbench-setup"
+  local want
+  want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)-$TORCH_SPEC-$EXTRAS
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return 0; fi
+  say "installing fleetbench[$EXTRAS] with $TORCH_SPEC into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # torch first, with its exact pin, so nothing later resolves to a multi-GB CUDA build by accident.
+  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
+  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" -e ".[$EXTRAS]"
+  echo "$want" > "$stamp"
+  say "ready: $("$VENV/bin/python" -c 'import torch, fleetbench; print("fleetbench", fleetbench.__version__, "torch", torch.__version__)')"
+}
+
+install_system_packages
+setup_venv

@@ -1,0 +1,50 @@
+"""Shared fixtures: the repository paths, real Prometheus + Pushgateway servers on loopback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.stack import LocalStack, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO.parent / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """A real Prometheus scraping a real Pushgateway, on free 127.0.0.1 ports, for the whole session."""
+    local = LocalStack(
+        state_dir=tmp_path_factory.mktemp("stack"),
+        prometheus_port=free_port(),
+        pushgateway_port=free_port(),
+        scrape_interval_s=0.5,
+    ).up()
+    yield local
+    local.down()
+
+
+@pytest.fixture(scope="session")
+def prometheus(stack: LocalStack) -> PrometheusClient:
+    return PrometheusClient(stack.prometheus_url)
+
+
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run the real console entry point as a user would, in a subprocess."""
+    full_env = {**os.environ, "FLEETBENCH_PUSHGATEWAY": "", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "fleetbench", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
