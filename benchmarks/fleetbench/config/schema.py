@@ -50,6 +50,7 @@ class TelemetryConfig(StrictModel):
     push_timeout_s: float = Field(default=2.0, gt=0, le=60)
     push_retries: int = Field(default=3, ge=0, le=10)
     push_backoff_s: float = Field(default=0.2, ge=0, le=10)
+    push_interval_s: float = Field(default=1.0, ge=0, le=3600, description="least time between background pushes")
     spool_dir: Path | None = Field(default=None, description="default: <results_dir>/.spool")
     textfile_dir: Path | None = Field(
         default=None, description="node_exporter textfile collector folder; the run folder is always written"

@@ -28,6 +28,9 @@ class PushPolicy:
     timeout_s: float = 2.0
     retries: int = 3
     backoff_s: float = 0.2
+    # Least time between two background pushes. Prometheus scrapes every few seconds at best, so
+    # pushing every step of a fast loop only burns CPU; the newest state always goes next.
+    interval_s: float = 1.0
 
     def worst_case_s(self) -> float:
         backoff = sum(self.backoff_s * 2**i for i in range(self.retries))
@@ -107,6 +110,7 @@ class BackgroundPusher:
         self._wake = threading.Event()
         self._closing = threading.Event()
         self._down_until = 0.0
+        self._last_push = -float("inf")
         self._thread = threading.Thread(target=self._work, name="fleetbench-pusher", daemon=True)
         self._thread.start()
 
@@ -117,11 +121,13 @@ class BackgroundPusher:
     def _work(self) -> None:
         while not self._closing.is_set():
             self._wake.wait()
-            self._wake.clear()
-            if self._closing.is_set():
+            # Closing interrupts the wait; submits that arrive meanwhile fold into this push.
+            if self._closing.wait(self._last_push + self.policy.interval_s - time.monotonic()):
                 return
+            self._wake.clear()
             if time.monotonic() < self._down_until:
                 continue  # the final push (or the spool) will carry this state
+            self._last_push = time.monotonic()
             self._push_once(should_stop=self._closing.is_set)
 
     def _push_once(self, should_stop: Callable[[], bool] = lambda: False) -> bool:

@@ -50,9 +50,18 @@ class MetricRecorder:
         self.identity = identity
         self.registry = CollectorRegistry(auto_describe=True)
         self._metrics: dict[str, Any] = {}
+        self._children: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
         self._lock = threading.Lock()
 
     def _child(self, name: str, labels: dict[str, object]) -> Any:
+        key = (name, tuple(sorted((k, str(v)) for k, v in labels.items())))
+        child = self._children.get(key)
+        if child is None:  # first use of this series: validate against the catalogue once
+            child = self._new_child(name, labels)
+            self._children[key] = child
+        return child
+
+    def _new_child(self, name: str, labels: dict[str, object]) -> Any:
         metric_spec = spec(name)
         if set(labels) != set(metric_spec.labels):
             raise ValueError(f"metric {name} takes labels {sorted(metric_spec.labels)}, got {sorted(labels)}")

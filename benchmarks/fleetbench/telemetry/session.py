@@ -78,7 +78,12 @@ class BenchmarkRun:
                 self.metrics.registry,
                 grouping_key(self.identity),
                 self.spool,
-                PushPolicy(self.telemetry.push_timeout_s, self.telemetry.push_retries, self.telemetry.push_backoff_s),
+                PushPolicy(
+                    self.telemetry.push_timeout_s,
+                    self.telemetry.push_retries,
+                    self.telemetry.push_backoff_s,
+                    self.telemetry.push_interval_s,
+                ),
             )
             self._pusher.submit()
         if self.telemetry.http_port is not None:
