@@ -1,0 +1,45 @@
+"""`fleetbench demo` end to end: real Prometheus and Pushgateway, a real probe, a run folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from fleetbench.results.store import read_records
+from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.stack import free_port
+
+pytestmark = pytest.mark.services
+
+
+def test_demo_runs_end_to_end_and_leaves_prometheus_up(tmp_path: Path) -> None:
+    env = {
+        "FLEETBENCH_PROMETHEUS_PORT": str(free_port()),
+        "FLEETBENCH_PUSHGATEWAY_PORT": str(free_port()),
+        "FLEETBENCH_STATE_DIR": str(tmp_path / "state"),
+    }
+    args = ["--results-dir", str(tmp_path / "results"), "--run-id", "demo-1",
+            "--set", "probe.matmul_sizes=[128]", "--set", "probe.min_run_time_s=0.05"]
+    try:
+        result = run_cli("demo", *args, env=env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "what Prometheus holds for this run" in result.stderr
+        assert f"{tmp_path / 'results' / 'demo-1'}/" in result.stderr
+        records = read_records(tmp_path / "results" / "demo-1")
+        assert {r.benchmark for r in records} >= {"probe"}
+        assert all(r.status == "ok" for r in records)
+        probe = next(r for r in records if r.benchmark == "probe")
+        assert (tmp_path / "results" / "demo-1" / "fleetbench_probe_rank0.prom").is_file()
+        # The services stay up after the demo, holding the run's series.
+        prometheus = PrometheusClient(f"http://127.0.0.1:{env['FLEETBENCH_PROMETHEUS_PORT']}")
+        flops = prometheus.query('fleetbench_probe_achieved_flop_per_second{run_id="demo-1",size="128"}')
+        assert [s.value for s in flops] == [probe.metric("fleetbench_probe_achieved_flop_per_second", size="128")]
+        shown = run_cli("results", "--results-dir", str(tmp_path / "results"), "show", "demo-1", "--json")
+        assert shown.returncode == 0
+        assert json.loads(shown.stdout.splitlines()[0])["run_id"] == "demo-1"
+    finally:
+        down = run_cli("stack", "down", env=env, cwd=tmp_path)
+    assert "stopped: prometheus, pushgateway" in down.stderr
