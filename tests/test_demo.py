@@ -21,8 +21,16 @@ def test_demo_runs_end_to_end_and_leaves_prometheus_up(tmp_path: Path) -> None:
         "FLEETBENCH_PUSHGATEWAY_PORT": str(free_port()),
         "FLEETBENCH_STATE_DIR": str(tmp_path / "state"),
     }
-    args = ["--results-dir", str(tmp_path / "results"), "--run-id", "demo-1",
-            "--set", "probe.matmul_sizes=[128]", "--set", "probe.min_run_time_s=0.05"]
+    args = [
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--run-id",
+        "demo-1",
+        "--set",
+        "probe.matmul_sizes=[128]",
+        "--set",
+        "probe.min_run_time_s=0.05",
+    ]
     try:
         result = run_cli("demo", *args, env=env, cwd=tmp_path)
         assert result.returncode == 0, result.stderr

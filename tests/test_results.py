@@ -17,9 +17,19 @@ from fleetbench.runinfo import new_run_id, validate_run_id
 def make_record(run_id: str, rank: int = 0) -> ResultRecord:
     now = datetime.now(UTC)
     return ResultRecord(
-        run_id=run_id, benchmark="probe", host="h", device="d", backend="cpu", rank=rank, status="ok",
-        metrics=[MetricSample(name="fleetbench_step_seconds", value=0.5)], start=now, end=now,
-        duration_s=0.0, git_revision="abc", packages={"python": "3.11"},
+        run_id=run_id,
+        benchmark="probe",
+        host="h",
+        device="d",
+        backend="cpu",
+        rank=rank,
+        status="ok",
+        metrics=[MetricSample(name="fleetbench_step_seconds", value=0.5)],
+        start=now,
+        end=now,
+        duration_s=0.0,
+        git_revision="abc",
+        packages={"python": "3.11"},
     )
 
 

@@ -28,7 +28,8 @@ STAGES: list[tuple[str, Stage]] = [("probe", run_probe)]
 def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> Path:
     console.rule("[bold]fleetbench demo[/]: the embedded default (CPU, local Prometheus)")
     stack.up()
-    console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback)")
+    reused = f" (reusing the running {' and '.join(sorted(stack.adopted))})" if stack.adopted else ""
+    console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback){reused}")
     run_id = config.run.run_id or new_run_id()
     config = config.model_copy(
         update={

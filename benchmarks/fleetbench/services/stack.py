@@ -5,6 +5,7 @@ The demo leaves them running for a person to look at; tests start their own on f
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,7 +13,7 @@ import socket
 import subprocess
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -56,6 +57,18 @@ def http_ready(url: str) -> bool:
         return False
 
 
+STATUS_PATHS = {"prometheus": "/api/v1/status/buildinfo", "pushgateway": "/api/v1/status"}
+
+
+def speaks_like(service: str, url: str) -> bool:
+    """Whether what listens at `url` answers the status API of `service`."""
+    try:
+        with urllib.request.urlopen(f"{url}{STATUS_PATHS[service]}", timeout=1.0) as response:
+            return bool(json.load(response).get("status") == "success")
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def prometheus_config(prometheus_port: int, pushgateway_port: int, scrape_interval_s: float) -> dict[str, object]:
     interval = f"{round(scrape_interval_s * 1000)}ms"  # Prometheus durations take whole units
     return {
@@ -78,6 +91,7 @@ class LocalStack:
     prometheus_port: int = DEFAULT_PROMETHEUS_PORT
     pushgateway_port: int = DEFAULT_PUSHGATEWAY_PORT
     scrape_interval_s: float = 1.0
+    adopted: set[str] = field(default_factory=set)
 
     @property
     def prometheus_url(self) -> str:
@@ -134,6 +148,10 @@ class LocalStack:
         if self.running(service):
             return
         port = self.prometheus_port if service == "prometheus" else self.pushgateway_port
+        if port_in_use(port) and speaks_like(service, url):
+            # Started by another checkout or by hand: the same service on the agreed port serves as well.
+            self.adopted.add(service)
+            return
         if port_in_use(port):
             raise UserError(
                 f"port {port} on {LOOPBACK} is taken by another program, so {service} cannot start there; "
