@@ -48,3 +48,20 @@ def run_cli(
         text=True,
         timeout=timeout,
     )
+
+
+@pytest.fixture(scope="session")
+def demo_run(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`make demo`'s code path, once per session, into the session's real Prometheus."""
+    from rich.console import Console
+
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.demo import run_demo
+
+    config = FleetbenchConfig.model_validate(
+        {
+            "run": {"results_dir": str(tmp_path_factory.mktemp("demo-results")), "run_id": "demo-session"},
+            "probe": {"matmul_sizes": [128, 256], "copy_mib": [4], "min_run_time_s": 0.05},
+        }
+    )
+    return run_demo(config, stack, Console(quiet=True))

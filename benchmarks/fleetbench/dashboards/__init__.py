@@ -1,0 +1,1 @@
+"""Grafana dashboards as code: declared once here, rendered to JSON for Grafana and to PNG by the report."""

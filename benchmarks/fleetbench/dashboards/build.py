@@ -1,0 +1,115 @@
+"""Render the dashboard model to Grafana JSON with grafana-foundation-sdk (schema of Grafana 11.6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import barchart, bargauge, prometheus, stat, table, timeseries
+from grafana_foundation_sdk.builders import dashboard as sdk
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models.dashboard import DataSourceRef, GridPos, VariableRefresh
+from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+
+from fleetbench.dashboards.model import VARIABLES, Dashboard, Panel
+
+GRID_WIDTH = 24
+DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
+PANEL_BUILDERS: dict[str, Any] = {
+    "timeseries": timeseries.Panel,
+    "stat": stat.Panel,
+    "table": table.Panel,
+    "barchart": barchart.Panel,
+    "bargauge": bargauge.Panel,
+}
+VARIABLE_LABELS = {"benchmark": "Benchmark", "run_id": "Run", "host": "Host", "device": "Device", "backend": "Backend"}
+
+
+def _variable(name: str, dashboard: Dashboard) -> Any:
+    scope = "|".join(dashboard.benchmarks)
+    source = f'fleetbench_run_info{{benchmark=~"{scope}"}}' if scope else "fleetbench_run_info"
+    return (
+        sdk.QueryVariable(name)
+        .label(VARIABLE_LABELS[name])
+        .datasource(DATASOURCE)
+        .query(f"label_values({source}, {name})")
+        .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
+        .multi(True)
+        .include_all(True)
+        .all_value(".*")
+    )
+
+
+def _panel(panel: Panel, panel_id: int, grid: GridPos) -> Any:
+    builder = (
+        PANEL_BUILDERS[panel.kind]()
+        .id(panel_id)
+        .title(panel.title)
+        .description(panel.description)
+        .datasource(DATASOURCE)
+        .unit(panel.unit)
+        .grid_pos(grid)
+    )
+    for index, query in enumerate(panel.queries):
+        target = prometheus.Dataquery().expr(query.expr).ref_id(chr(ord("A") + index))
+        if query.legend:
+            target = target.legend_format(query.legend)
+        target = target.instant() if query.instant else target.range()
+        if query.instant and panel.kind == "table":
+            target = target.format(PromQueryFormat.TABLE)
+        builder = builder.with_target(target)
+    return builder
+
+
+def to_grafana(dashboard: Dashboard) -> dict[str, Any]:
+    builder = (
+        sdk.Dashboard(dashboard.title)
+        .uid(dashboard.uid)
+        .description(dashboard.description)
+        .tags(list(dashboard.tags))
+        .editable()
+        .refresh("30s")
+        .time("now-6h", "now")
+        .with_variable(sdk.DatasourceVariable("datasource").label("Data source").type("prometheus"))
+    )
+    for name in VARIABLES:
+        builder = builder.with_variable(_variable(name, dashboard))
+    panel_id, y = 1, 0
+    for row in dashboard.rows:
+        builder = builder.with_row(sdk.Row(row.title).id(panel_id).grid_pos(GridPos(h=1, w=GRID_WIDTH, x=0, y=y)))
+        panel_id, y, x, row_height = panel_id + 1, y + 1, 0, 0
+        for panel in row.panels:
+            if x + panel.width > GRID_WIDTH:  # wrap to the next line of the row
+                x, y, row_height = 0, y + row_height, 0
+            builder = builder.with_panel(_panel(panel, panel_id, GridPos(h=panel.height, w=panel.width, x=x, y=y)))
+            panel_id, x, row_height = panel_id + 1, x + panel.width, max(row_height, panel.height)
+        y += row_height
+    result: dict[str, Any] = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+    return result
+
+
+def render_json(dashboard: Dashboard) -> str:
+    return json.dumps(to_grafana(dashboard), indent=2, sort_keys=True) + "\n"
+
+
+def write_all(dashboards: list[Dashboard], out_dir: Path) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dashboard in dashboards:
+        path = out_dir / f"{dashboard.uid}.json"
+        path.write_text(render_json(dashboard), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def stale(dashboards: list[Dashboard], out_dir: Path) -> list[str]:
+    """Dashboards whose committed JSON differs from a fresh generation (or is missing/extra)."""
+    expected = {f"{d.uid}.json": render_json(d) for d in dashboards}
+    present = {p.name for p in out_dir.glob("*.json")} if out_dir.is_dir() else set()
+    problems = [
+        name
+        for name, text in expected.items()
+        if name not in present or (out_dir / name).read_text(encoding="utf-8") != text
+    ]
+    return problems + sorted(present - set(expected))

@@ -1,0 +1,22 @@
+"""Every dashboard the suite ships, in the order they appear in Grafana's folder."""
+
+from __future__ import annotations
+
+from fleetbench.dashboards.model import Dashboard
+from fleetbench.dashboards.overview import OVERVIEW
+
+DASHBOARDS: list[Dashboard] = [OVERVIEW]
+
+# Series the DCGM exporter documents; dashboards may query these beside the catalogue's.
+DCGM_METRICS = frozenset(
+    {
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_TEMP",
+    }
+)

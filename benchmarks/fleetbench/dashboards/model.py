@@ -1,0 +1,63 @@
+"""The dashboard model: plain data that both the Grafana JSON generator and the offline report read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fleetbench.telemetry.catalogue import spec
+
+# Template variables every dashboard has (besides the datasource), in the order they are shown.
+VARIABLES: tuple[str, ...] = ("benchmark", "run_id", "host", "device", "backend")
+SELECTOR = ",".join(f'{name}=~"${name}"' for name in VARIABLES)
+
+PanelKind = Literal["timeseries", "stat", "table", "barchart", "bargauge"]
+
+
+def sel(metric: str, **matchers: str) -> str:
+    """`metric{<the dashboard's variables>, extra="matchers"}`: every query filters by the variables."""
+    extra = "".join(f',{key}="{value}"' for key, value in matchers.items())
+    return f"{metric}{{{SELECTOR}{extra}}}"
+
+
+def unit_of(metric: str) -> str:
+    """The Grafana unit of a catalogue metric: panels take their unit from the catalogue."""
+    return spec(metric).grafana_unit
+
+
+@dataclass(frozen=True)
+class Query:
+    expr: str
+    legend: str = ""
+    instant: bool = False
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    kind: PanelKind
+    queries: tuple[Query, ...]
+    unit: str
+    description: str
+    width: int = 12
+    height: int = 8
+
+
+@dataclass(frozen=True)
+class Row:
+    title: str
+    panels: tuple[Panel, ...]
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    uid: str
+    title: str
+    description: str
+    benchmarks: tuple[str, ...]  # what the benchmark variable offers; () = every benchmark
+    rows: tuple[Row, ...]
+    tags: tuple[str, ...] = field(default=("fleetbench",))
+    requires_demo_data: bool = True  # False where panels need a GPU cluster (DCGM) to have data
+
+    def panels(self) -> list[Panel]:
+        return [panel for row in self.rows for panel in row.panels]

@@ -1,0 +1,157 @@
+"""Cluster overview: every run with its status, hosts, device probes, and DCGM beside ours."""
+
+from __future__ import annotations
+
+from fleetbench.dashboards.model import Dashboard, Panel, Query, Row, sel, unit_of
+
+# DCGM exporter series (documented names; labels gpu, UUID, modelName, Hostname). Ours do not repeat them.
+DCGM_HOST = 'Hostname=~"$host"'
+
+runs = Row(
+    "Runs",
+    (
+        Panel(
+            "Run status",
+            "table",
+            (Query(f"max by (benchmark, run_id, host) ({sel('fleetbench_run_success')})", instant=True),),
+            "none",
+            "1 = the run ended successfully, 0 = it failed (absent while a run is still going)",
+            width=12,
+        ),
+        Panel(
+            "Last success",
+            "table",
+            (
+                Query(
+                    f"max by (benchmark, host) ({sel('fleetbench_run_last_success_timestamp_seconds')}) * 1000",
+                    instant=True,
+                ),
+            ),
+            "dateTimeAsIso",
+            "End time of the latest successful run per benchmark and host",
+            width=12,
+        ),
+        Panel(
+            "Run duration",
+            "bargauge",
+            (
+                Query(
+                    f"max by (benchmark, run_id) ({sel('fleetbench_run_duration_seconds')})",
+                    legend="{{benchmark}} {{run_id}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_run_duration_seconds"),
+            "Wall-clock duration of each run",
+            width=12,
+        ),
+        Panel(
+            "Hosts",
+            "stat",
+            (Query(f"count(count by (host) ({sel('fleetbench_run_info')}))", instant=True),),
+            "short",
+            "Hosts that reported at least one run in the selection",
+            width=6,
+        ),
+        Panel(
+            "Peak RSS per host",
+            "bargauge",
+            (Query(f"max by (host) ({sel('fleetbench_process_peak_rss_bytes')})", legend="{{host}}", instant=True),),
+            unit_of("fleetbench_process_peak_rss_bytes"),
+            "Largest resident set of any benchmark process per host",
+            width=6,
+        ),
+    ),
+)
+
+probes = Row(
+    "Device probes",
+    (
+        Panel(
+            "Matmul achieved FLOP/s",
+            "timeseries",
+            (
+                Query(
+                    sel("fleetbench_probe_achieved_flop_per_second"), legend="{{host}} {{device}} n={{size}} {{dtype}}"
+                ),
+            ),
+            unit_of("fleetbench_probe_achieved_flop_per_second"),
+            "FLOP/s of torch.matmul at each size (FLOPs from torch.utils.flop_counter)",
+        ),
+        Panel(
+            "Copy bandwidth",
+            "timeseries",
+            (
+                Query(
+                    sel("fleetbench_probe_achieved_bytes_per_second", probe="copy"),
+                    legend="{{host}} {{device}} {{size}}",
+                ),
+            ),
+            unit_of("fleetbench_probe_achieved_bytes_per_second"),
+            "Bytes read plus written per second by a tensor copy",
+        ),
+    ),
+)
+
+dcgm = Row(
+    "GPUs (DCGM exporter)",
+    (
+        Panel(
+            "GPU utilisation",
+            "timeseries",
+            (Query(f"DCGM_FI_DEV_GPU_UTIL{{{DCGM_HOST}}} / 100", legend="{{Hostname}} gpu{{gpu}}"),),
+            "percentunit",
+            "DCGM_FI_DEV_GPU_UTIL: share of time a kernel was running",
+            width=8,
+        ),
+        Panel(
+            "Framebuffer used",
+            "timeseries",
+            (Query(f"DCGM_FI_DEV_FB_USED{{{DCGM_HOST}}} * 1024 * 1024", legend="{{Hostname}} gpu{{gpu}}"),),
+            "bytes",
+            "DCGM_FI_DEV_FB_USED (MiB, shown in bytes): device memory in use by every process",
+            width=8,
+        ),
+        Panel(
+            "DRAM active",
+            "timeseries",
+            (Query(f"DCGM_FI_PROF_DRAM_ACTIVE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
+            "percentunit",
+            "DCGM_FI_PROF_DRAM_ACTIVE: share of cycles the memory interface was busy",
+            width=8,
+        ),
+        Panel(
+            "Tensor pipe active",
+            "timeseries",
+            (Query(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
+            "percentunit",
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: share of cycles the tensor cores were busy",
+            width=8,
+        ),
+        Panel(
+            "Power",
+            "timeseries",
+            (Query(f"DCGM_FI_DEV_POWER_USAGE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
+            "watt",
+            "DCGM_FI_DEV_POWER_USAGE",
+            width=8,
+        ),
+        Panel(
+            "Temperature",
+            "timeseries",
+            (Query(f"DCGM_FI_DEV_GPU_TEMP{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
+            "celsius",
+            "DCGM_FI_DEV_GPU_TEMP",
+            width=8,
+        ),
+    ),
+)
+
+OVERVIEW = Dashboard(
+    uid="fleetbench-overview",
+    title="fleetbench / Cluster overview",
+    description="Every run with its status and last success, the hosts, device probes, and DCGM GPU metrics",
+    benchmarks=(),
+    rows=(runs, probes, dcgm),
+    requires_demo_data=False,
+)
