@@ -13,7 +13,7 @@ RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test lint pytest perf probe dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test lint pytest perf probe report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -43,6 +43,9 @@ perf: setup ## performance ratios measured side by side in one run (not a test)
 
 probe: setup ## time matmul and copy on this device (achieved FLOP/s and bytes/s)
 	@$(FB) probe --results-dir $(RESULTS)
+
+report: setup ## offline report of the newest run (RUN=<run_id> for another): HTML + PNG panels
+	@$(FB) report $(RUN) --results-dir $(RESULTS)
 
 dashboards: setup ## regenerate grafana/dashboards/*.json from the dashboard model
 	@$(FB) dashboards --out grafana/dashboards

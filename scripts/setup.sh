@@ -14,6 +14,7 @@ SYSTEM_PACKAGES=(
   mesa-vulkan-drivers     # lavapipe: software Vulkan for the edge runner
   glslc                   # GLSL -> SPIR-V
   debootstrap             # the offline base image for cpu containers
+  chromium                # headless check of the offline report page
 )
 
 say() { printf 'setup: %s\n' "$*"; }

@@ -1,8 +1,8 @@
 """`make demo`: every benchmark on the embedded default (CPU), through the real telemetry path.
 
 Starts the local Prometheus and Pushgateway, runs each stage into one run folder, waits until
-Prometheus has scraped what was pushed, and prints where everything is. Later stages (train,
-profile, edge, report) join the STAGES list.
+Prometheus has scraped what was pushed, renders the offline report from the same queries the
+dashboards use, and prints where everything is.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from rich.table import Table
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.probes.run import run_probe
+from fleetbench.report.build import build_report
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import new_run_id
 from fleetbench.services.promql import PrometheusClient
@@ -51,10 +52,12 @@ def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> P
             f"[yellow]only {len(arrived)} of {len(records)} runs reached Prometheus; "
             f"spooled pushes wait in {config.run.results_dir / '.spool'}[/]"
         )
+    page = build_report(run_dir, stack.prometheus_url, console)
     expr = urllib.parse.quote(f'fleetbench_probe_achieved_flop_per_second{{run_id="{run_id}"}}')
     console.rule("where to look")
     console.print(
-        f"run folder     {run_dir}/ (records.jsonl, *.prom)\n"
+        f"report         {page}\n"
+        f"run folder     {run_dir}/ (records.jsonl, *.prom, plots)\n"
         f"records        .venv/bin/fleetbench results show {run_id}\n"
         f"Prometheus     {stack.prometheus_url}/graph?g0.expr={expr}&g0.tab=1\n"
         f"Pushgateway    {stack.pushgateway_url}\n"

@@ -8,11 +8,11 @@ import sys
 from rich.console import Console
 
 from fleetbench import __version__
-from fleetbench.cli import dashboards_cmd, demo_cmd, metrics_cmd, probe_cmd, results_cmd, stack_cmd
+from fleetbench.cli import dashboards_cmd, demo_cmd, metrics_cmd, probe_cmd, report_cmd, results_cmd, stack_cmd
 from fleetbench.cli.parser import OneLineParser
 from fleetbench.errors import UserError
 
-COMMAND_MODULES = (demo_cmd, probe_cmd, metrics_cmd, results_cmd, stack_cmd, dashboards_cmd)
+COMMAND_MODULES = (demo_cmd, probe_cmd, report_cmd, metrics_cmd, results_cmd, stack_cmd, dashboards_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,12 @@ class Series:
     value: float
 
 
+@dataclass(frozen=True)
+class RangeSeries:
+    labels: dict[str, str]
+    points: list[tuple[float, float]]
+
+
 class PromQLError(UserError):
     """Prometheus answered, and rejected the query."""
 
@@ -44,13 +50,23 @@ class PrometheusClient:
             raise PromQLError(f"{params.get('query', path)}: {body.get('errorType')}: {body.get('error')}")
         return body["data"]
 
-    def query(self, expr: str) -> list[Series]:
-        data = self._get("/api/v1/query", {"query": expr})
+    def query(self, expr: str, at: float | None = None) -> list[Series]:
+        params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
+        data = self._get("/api/v1/query", params)
         if data["resultType"] == "scalar":
             return [Series({}, float(data["result"][1]))]
         if data["resultType"] != "vector":
             raise PromQLError(f"{expr}: expected an instant vector, got {data['resultType']}")
         return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
+
+    def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
+        data = self._get("/api/v1/query_range", params)
+        if data["resultType"] != "matrix":
+            raise PromQLError(f"{expr}: expected a range vector, got {data['resultType']}")
+        return [
+            RangeSeries(item["metric"], [(float(t), float(v)) for t, v in item["values"]]) for item in data["result"]
+        ]
 
     def wait_for(self, expr: str, timeout_s: float = 30.0, min_series: int = 1) -> list[Series]:
         """Poll until `expr` returns at least `min_series` series (scrapes happen on an interval)."""

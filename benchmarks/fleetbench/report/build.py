@@ -1,0 +1,60 @@
+"""`fleetbench report`: render every dashboard's panels for one run, and write results/<run_id>/report/."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from fleetbench.dashboards.catalog import DASHBOARDS
+from fleetbench.dashboards.model import Dashboard
+from fleetbench.report.charts import draw
+from fleetbench.report.page import render_page
+from fleetbench.report.sources import PrometheusSource, RecordsSource
+from fleetbench.results.store import read_records
+from fleetbench.services.promql import PrometheusClient
+
+REPORT_DIR = "report"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def dashboards_for(benchmarks: set[str]) -> list[Dashboard]:
+    """The overview, and each benchmark dashboard the run has records for."""
+    return [d for d in DASHBOARDS if not d.benchmarks or set(d.benchmarks) & benchmarks]
+
+
+def build_report(run_dir: Path, prometheus_url: str | None, console: Console) -> Path:
+    records = read_records(run_dir)
+    run_id = run_dir.name
+    client = PrometheusClient(prometheus_url) if prometheus_url else None
+    if client is not None and not client.ready():
+        console.print(f"[yellow]Prometheus at {prometheus_url} is not up: rendering panels from the records[/]")
+        client = None
+    start = min(r.start for r in records).timestamp()
+    end = max(r.end for r in records).timestamp()
+    source = PrometheusSource(client, run_id, start, end) if client else RecordsSource(records)
+    out = run_dir / REPORT_DIR
+    (out / "panels").mkdir(parents=True, exist_ok=True)
+    rendered = []
+    for dashboard in dashboards_for({r.benchmark for r in records}):
+        images = []
+        for panel in dashboard.panels():
+            data = source.panel(panel)
+            if not data.series and client is not None and dashboard.requires_demo_data is False:
+                continue  # e.g. DCGM panels on a machine without the DCGM exporter
+            png = out / "panels" / f"{dashboard.uid}--{_slug(panel.title)}.png"
+            images.append((panel.title, draw(data, png)))
+        rendered.append((dashboard, images))
+    artifacts = sorted(p for p in run_dir.rglob("*.png") if REPORT_DIR not in p.relative_to(run_dir).parts)
+    page = out / "index.html"
+    tmp = page.with_suffix(".tmp")
+    tmp.write_text(
+        render_page(run_id, records, rendered, artifacts, "Prometheus" if client else "result records"),
+        encoding="utf-8",
+    )
+    tmp.replace(page)
+    return page

@@ -1,0 +1,80 @@
+"""The self-contained HTML page of one run: panels, plots the benchmarks drew, key figures, config."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+
+from fleetbench.dashboards.model import Dashboard
+from fleetbench.results.record import ResultRecord
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #1f2328; background: #fff; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #d0d7de; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #d0d7de; padding: 4px 8px; }
+th { background: #f6f8fa; text-align: left; } .grid { display: flex; flex-wrap: wrap; gap: 12px; }
+.panel { border: 1px solid #d0d7de; border-radius: 6px; padding: 6px; }
+.panel img, .artifact img { display: block; max-width: 100%; } pre { background: #f6f8fa; padding: 8px; }
+.meta { color: #57606a; font-size: 13px; } .failed { color: #cf222e; font-weight: bold; }
+"""
+
+
+def data_uri(png: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
+
+
+def _summary_cell(summary: dict[str, object]) -> str:
+    parts = []
+    for key, value in list(summary.items())[:8]:
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        parts.append(f"{html.escape(key)}: {html.escape(shown)}")
+    return "<br>".join(parts)
+
+
+def render_page(
+    run_id: str,
+    records: list[ResultRecord],
+    panels: list[tuple[Dashboard, list[tuple[str, Path]]]],
+    artifacts: list[Path],
+    source: str,
+) -> str:
+    first = records[0]
+    rows = "".join(
+        f"<tr><td>{html.escape(r.benchmark)}</td><td>{r.rank}</td><td>{html.escape(r.host)}</td>"
+        f"<td>{html.escape(r.device)} ({html.escape(r.backend)})</td>"
+        f'<td class="{"" if r.status == "ok" else "failed"}">{r.status}</td><td>{r.duration_s:.1f} s</td>'
+        f"<td>{_summary_cell(r.summary)}</td></tr>"
+        for r in records
+    )
+    sections = []
+    for dashboard, images in panels:
+        cells = "".join(
+            f'<div class="panel"><img alt="{html.escape(title)}" src="{data_uri(png)}"></div>' for title, png in images
+        )
+        sections.append(f'<h2>{html.escape(dashboard.title)}</h2><div class="grid">{cells}</div>')
+    plots = "".join(
+        f'<div class="panel artifact"><img alt="{html.escape(p.name)}" src="{data_uri(p)}">'
+        f'<div class="meta">{html.escape(p.name)}</div></div>'
+        for p in artifacts
+    )
+    configs = "".join(
+        f"<h3>{html.escape(r.benchmark)} (rank {r.rank})</h3><pre>{html.escape(json.dumps(r.config, indent=2))}</pre>"
+        for r in records
+        if r.rank == 0
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>fleetbench run {html.escape(run_id)}</title>
+<style>{STYLE}</style></head><body>
+<h1>fleetbench run {html.escape(run_id)}</h1>
+<p class="meta">host {html.escape(first.host)} · git {html.escape(first.git_revision[:12])} ·
+started {first.start.isoformat(timespec="seconds")} · panels from {html.escape(source)}</p>
+<h2>Benchmarks</h2>
+<table><tr><th>benchmark</th><th>rank</th><th>host</th><th>device</th><th>status</th><th>duration</th>
+<th>headline</th></tr>{rows}</table>
+{"".join(sections)}
+<h2>Plots from the run</h2><div class="grid">{plots or '<p class="meta">none</p>'}</div>
+<h2>Configuration</h2>{configs}
+</body></html>
+"""

@@ -1,0 +1,93 @@
+"""Where a panel's numbers come from: the same queries against Prometheus, or the run's records."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+
+from fleetbench.dashboards.model import VARIABLES, Panel
+from fleetbench.dashboards.promql import metric_names
+from fleetbench.results.record import ResultRecord
+from fleetbench.services.promql import PrometheusClient
+
+HIDDEN_LABELS = {"__name__", "job", "instance", "run_id", "benchmark"}
+_LEGEND_FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+
+
+@dataclass
+class SeriesData:
+    name: str
+    points: list[tuple[float, float]] = field(default_factory=list)  # (unix time, value)
+
+    @property
+    def last(self) -> float:
+        return self.points[-1][1]
+
+
+@dataclass
+class PanelData:
+    panel: Panel
+    series: list[SeriesData]
+    source: str  # "prometheus" or "records"
+
+
+def legend(template: str, labels: dict[str, str], hidden: set[str] = HIDDEN_LABELS) -> str:
+    if template:
+        return _LEGEND_FIELD.sub(lambda m: labels.get(m.group(1), ""), template).strip() or "value"
+    shown = [f"{k}={v}" for k, v in sorted(labels.items()) if k not in hidden]
+    return " ".join(shown) or "value"
+
+
+def bind(expr: str, run_id: str) -> str:
+    """Fill the dashboard variables the way the report selects: this run, everything else 'All'."""
+    for name in VARIABLES:
+        # Run ids hold only [A-Za-z0-9._-]; '.' is the one regex metacharacter, escaped for PromQL's string.
+        expr = expr.replace(f"${name}", run_id.replace(".", "\\\\.") if name == "run_id" else ".*")
+    return expr
+
+
+class PrometheusSource:
+    def __init__(self, client: PrometheusClient, run_id: str, start: float, end: float) -> None:
+        self.client, self.run_id = client, run_id
+        self.start = start - 30
+        self.end = min(max(end + 60, time.time()), end + 600)
+
+    def panel(self, panel: Panel) -> PanelData:
+        series: list[SeriesData] = []
+        for query in panel.queries:
+            expr = bind(query.expr, self.run_id)
+            if panel.kind == "timeseries":
+                step = max(1.0, (self.end - self.start) / 200)
+                for item in self.client.query_range(expr, self.start, self.end, step):
+                    series.append(SeriesData(legend(query.legend, item.labels), item.points))
+            else:
+                # Tables show every label a query keeps (benchmark and run included), as Grafana does.
+                hidden = {"__name__", "job", "instance"} if panel.kind == "table" else HIDDEN_LABELS
+                for instant in self.client.query(expr):
+                    name = legend(query.legend, instant.labels, hidden)
+                    series.append(SeriesData(name, [(time.time(), instant.value)]))
+        return PanelData(panel, series, "prometheus")
+
+
+class RecordsSource:
+    """No Prometheus: plot the records' samples of the metrics each panel's queries name."""
+
+    def __init__(self, records: list[ResultRecord]) -> None:
+        self.records = records
+
+    def panel(self, panel: Panel) -> PanelData:
+        wanted = {name for query in panel.queries for name in metric_names(query.expr)}
+        series = []
+        for record in self.records:
+            for sample in record.metrics:
+                if sample.name in wanted:
+                    labels = {**sample.labels, "host": record.host, "rank": str(record.rank)}
+                    name = legend("", {k: v for k, v in labels.items() if k != "rank" or record.rank})
+                    series.append(
+                        SeriesData(
+                            f"{sample.name.removeprefix('fleetbench_')} {name}",
+                            [(record.end.timestamp(), sample.value)],
+                        )
+                    )
+        return PanelData(panel, series, "records")
