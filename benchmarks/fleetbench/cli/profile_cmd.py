@@ -1,0 +1,147 @@
+"""`fleetbench profile`, `fleetbench ncu run|summarize`, `fleetbench roofline`: the profiling job."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.config.loader import load_config
+
+
+def _program(values: list[str]) -> list[str]:
+    return values[1:] if values[:1] == ["--"] else values
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    profile = commands.add_parser(
+        "profile", help="torch.profiler trace, trace summary and analytical roofline of a workload (steps A, C)"
+    )
+    add_run_options(profile)
+    profile.add_argument("--workload", help="auto, train, linear, script or module (default: auto)")
+    profile.add_argument("--script", type=Path, help="profile this Python file (args after --)")
+    profile.add_argument("--module", help="profile this module, like python -m (args after --)")
+    profile.add_argument("--device", help="auto, cpu or cuda (default: auto)")
+    profile.add_argument(
+        "program_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="arguments of the script or module"
+    )
+    profile.set_defaults(handler=handle_profile)
+
+    ncu = commands.add_parser("ncu", help="Nsight Compute: capture with ncu, summarise reports (step B)")
+    sub = ncu.add_subparsers(dest="ncu_command", required=True, metavar="{run,summarize}")
+    run = sub.add_parser("run", help="ncu --set full --target-processes all -o REPORT PROGRAM, then summarise")
+    add_run_options(run)
+    run.add_argument("--report", type=Path, help="report path (default: RESULTS/RUN_ID/ncu/report.ncu-rep)")
+    run.add_argument("--kernel-name", help="ncu --kernel-name filter (NAME or regex:EXPR)")
+    run.add_argument("--launch-skip", type=int, help="ncu --launch-skip")
+    run.add_argument("--launch-count", type=int, help="ncu --launch-count")
+    run.add_argument("--clock-control", help="ncu --clock-control: base (default), none or reset")
+    run.add_argument("--nvtx-include", help="ncu --nvtx --nvtx-include filter")
+    run.add_argument(
+        "program",
+        nargs=argparse.REMAINDER,
+        metavar="-- PROGRAM",
+        help="program to profile (default: the profile workload, via fleetbench.profile.ncu_target)",
+    )
+    run.set_defaults(handler=handle_ncu_run)
+    summarize = sub.add_parser("summarize", help="per-kernel speed-of-light, FLOPs, DRAM bytes, class and fix")
+    summarize.add_argument("report", type=Path, help=".ncu-rep file, or ncu --csv output (--page details or raw)")
+    summarize.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    summarize.add_argument("--launches", action="store_true", help="one row per launch instead of per kernel")
+    summarize.add_argument("--record", action="store_true", help="also write a result record and metrics")
+    add_run_options(summarize)
+    summarize.set_defaults(handler=handle_ncu_summarize)
+
+    roofline = commands.add_parser(
+        "roofline", help="roofline PNG from an ncu report or a profile run, against peaks (step C)"
+    )
+    add_run_options(roofline)
+    roofline.add_argument("--ncu", type=Path, metavar="REPORT", help="kernels of an ncu report (.ncu-rep or CSV)")
+    roofline.add_argument("--ops", type=Path, metavar="RUN", help="ops of a profile run folder (or its ops.json)")
+    roofline.add_argument("--device", help="auto, cpu or cuda: whose peaks to measure (default: auto)")
+    roofline.add_argument("--remeasure", action="store_true", help="measure the peaks again (ignore the cache)")
+    roofline.set_defaults(handler=handle_roofline)
+
+
+def handle_profile(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.profile.run import run_profile  # torch loads only when a handler runs
+
+    program_args = _program(args.program_args)
+    config = config_from_args(
+        args,
+        {
+            "profile.workload": (args.workload, "--workload"),
+            "profile.script": (str(args.script) if args.script else None, "--script"),
+            "profile.module": (args.module, "--module"),
+            "profile.device": (args.device, "--device"),
+            "profile.args": (program_args or None, "-- ARGS"),
+        },
+    )
+    run_profile(config, console)  # ends with the table of top ops, their class and fix
+    return 0
+
+
+def _config_args(args: argparse.Namespace) -> list[str]:
+    forwarded = ["--config", str(args.config)] if args.config else []
+    for override in args.overrides:
+        forwarded += ["--set", override]
+    return forwarded
+
+
+def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.profile.run import run_ncu_capture  # torch loads only when a handler runs
+
+    config = config_from_args(
+        args,
+        {
+            "profile.ncu.kernel_name": (args.kernel_name, "--kernel-name"),
+            "profile.ncu.launch_skip": (args.launch_skip, "--launch-skip"),
+            "profile.ncu.launch_count": (args.launch_count, "--launch-count"),
+            "profile.ncu.clock_control": (args.clock_control, "--clock-control"),
+            "profile.ncu.nvtx_include": (args.nvtx_include, "--nvtx-include"),
+        },
+    )
+    record = run_ncu_capture(config, console, _program(args.program), args.report, _config_args(args))
+    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    return 0
+
+
+def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.profile.run import ncu_summary_dict, record_ncu_summary, summarize_ncu
+    from fleetbench.profile.tables import fixes_table, ncu_fix_rows, ncu_table  # torch loads only when a handler runs
+
+    if args.record:
+        config = config_from_args(args)
+        record = record_ncu_summary(config, console, args.report)
+        console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+        return 0
+    config = load_config(args.config, args.overrides)  # thresholds; nothing is written
+    summary = summarize_ncu(args.report, config.profile)
+    if args.json:
+        print(json.dumps({**summary.to_dict(), "overview": ncu_summary_dict(summary, config.profile.top)}, indent=1))
+        return 0
+    out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
+    out.print(ncu_table(summary, launches=args.launches))
+    out.print(fixes_table("class and main fix", ncu_fix_rows(summary, config.profile.top)))
+    for note in summary.notes:
+        out.print(note, markup=False, highlight=False)
+    return 0
+
+
+def handle_roofline(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.profile.run import run_roofline  # torch loads only when a handler runs
+
+    config = config_from_args(
+        args,
+        {
+            "profile.device": (args.device, "--device"),
+            "profile.remeasure_peaks": (True if args.remeasure else None, "--remeasure"),
+        },
+    )
+    record = run_roofline(config, console, args.ncu, args.ops)
+    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    return 0

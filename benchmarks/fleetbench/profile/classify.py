@@ -1,0 +1,90 @@
+"""Which unit limits a kernel, and the main fix, from its compute and memory utilisation (0-1).
+
+The rule of thumb of the product brief, on Nsight Compute's speed-of-light figures (or, for the
+analytical roofline, achieved FLOP/s and bytes/s over the measured peaks):
+
+  memory_bound   compute < 25 % and memory > 75 %: tensor cores idle, the HBM bus saturated
+                 (LayerNorm, Softmax, decode attention)
+  compute_bound  compute > 75 % and memory < 50 %: near peak FLOP/s (large-batch GEMM, prefill)
+  latency_bound  both below 60 % (Nsight Compute's own latency threshold): neither unit is busy,
+                 the kernel is under-utilised (too little parallel work, launch overhead, stalls)
+  balanced       everything else: both units carry real load, or one leads without saturating
+  unknown        a figure is absent from the data; never guessed as zero
+
+Thresholds are configurable (`profile.thresholds.*`); the class names are fixed (a bounded label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+CLASSES: Final = ("memory_bound", "compute_bound", "balanced", "latency_bound", "unknown")
+
+FIXES: Final[dict[str, str]] = {
+    "memory_bound": "fuse kernels (Triton / torch.compile) to cut HBM traffic, quantise (FP8/INT4) "
+    "to move fewer bytes, or raise the batch size so each byte is reused",
+    "compute_bound": "lower precision (FP8/NVFP4) for more FLOP/s per cycle, align GEMM dimensions to "
+    "tensor-core tiles (multiples of 64/128), or move to a bigger GPU",
+    "balanced": "both units carry load: cut work and traffic together (fusion with torch.compile, "
+    "lower precision), then look at the leading unit in ncu's workload-analysis sections",
+    "latency_bound": "neither unit is busy: give every SM work (larger batch or grid, more waves), "
+    "fuse small kernels or use CUDA graphs against launch overhead, check occupancy "
+    "and warp stalls",
+    "unknown": "collect the missing figures: ncu --set full (or at least --section SpeedOfLight)",
+}
+
+# The same fixes in a few words, for tables; the record keeps the full sentence.
+FIXES_SHORT: Final[dict[str, str]] = {
+    "memory_bound": "fuse (Triton/torch.compile), FP8/INT4, bigger batch",
+    "compute_bound": "FP8/NVFP4, dims multiple of 64/128, bigger GPU",
+    "balanced": "fuse + lower precision; see ncu workload analysis",
+    "latency_bound": "more parallel work, fuse or CUDA graphs, occupancy",
+    "unknown": "collect the figures: ncu --set full",
+}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    memory_bound_compute_below: float = 0.25
+    memory_bound_memory_above: float = 0.75
+    compute_bound_compute_above: float = 0.75
+    compute_bound_memory_below: float = 0.50
+    latency_bound_below: float = 0.60
+
+
+@dataclass(frozen=True)
+class Classification:
+    cls: str
+    reason: str
+    fix: str
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.0f}%"
+
+
+def classify(
+    compute: float | None,
+    memory: float | None,
+    thresholds: Thresholds | None = None,
+    compute_name: str = "compute",
+    memory_name: str = "memory",
+) -> Classification:
+    """Classify one kernel or op from utilisations in 0-1 (None: the figure is absent)."""
+    t = thresholds or Thresholds()
+    missing = [name for name, value in ((compute_name, compute), (memory_name, memory)) if value is None]
+    if compute is None or memory is None:
+        return Classification("unknown", f"{' and '.join(missing)} absent", FIXES["unknown"])
+    both = f"{compute_name} {_pct(compute)}, {memory_name} {_pct(memory)}"
+    if compute < t.memory_bound_compute_below and memory > t.memory_bound_memory_above:
+        cls = "memory_bound"
+    elif compute > t.compute_bound_compute_above and memory < t.compute_bound_memory_below:
+        cls = "compute_bound"
+    elif compute < t.latency_bound_below and memory < t.latency_bound_below:
+        cls = "latency_bound"
+    else:
+        cls = "balanced"
+        leader = compute_name if compute >= memory else memory_name
+        both += f" ({leader} leads)"
+    return Classification(cls, both, FIXES[cls])

@@ -1,0 +1,326 @@
+"""Roofline: achieved FLOP/s against arithmetic intensity, under the compute and memory roofs.
+
+Two sources of points:
+  ncu          one point per kernel (grouped launches) with FLOPs and DRAM bytes from Nsight
+               Compute; roofs from the report's own peak counters, else the datasheet table;
+  analytical   one point per torch op with FLOPs counted by torch.profiler (with_flops) and its
+               tensor traffic (inputs read once, outputs written once) against the measured peaks.
+Every point is placed against the ridge point (peak FLOP/s / bandwidth) of its roof: left of the
+ridge the memory roof caps it (`memory` side), right of it the compute roof (`compute` side); its
+`roof_fraction` says how close it gets to the roof above it. The chart is a log-log PNG (matplotlib
+Agg backend, no display needed) with the roofs, the ridge and the labelled points.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetbench.profile.classify import Thresholds, classify
+from fleetbench.profile.ncu_summary import NcuSummary
+from fleetbench.profile.peaks import Peaks, peaks_from_datasheet
+
+CLASS_COLOURS = {
+    "memory_bound": "#1f77b4",
+    "compute_bound": "#d62728",
+    "balanced": "#9467bd",
+    "latency_bound": "#7f7f7f",
+    "unknown": "#bcbd22",
+}
+
+
+@dataclass
+class OpStat:
+    """One torch op over the profiled steps (from torch.profiler events)."""
+
+    name: str
+    label: str
+    count: int
+    time_s: float  # inclusive device time on GPU, inclusive CPU time on CPU: the op's own rate
+    self_time_s: float  # what the op itself spent (for ranking, no double counting)
+    flops: float
+    bytes: float
+    dtype: str | None
+
+
+@dataclass
+class RooflinePoint:
+    label: str
+    short: str
+    name: str
+    time_s: float | None
+    flop_per_second: float
+    arithmetic_intensity: float
+    roof: str
+    ridge: float
+    side: str  # memory | compute: which roof caps the point
+    roof_fraction: float  # achieved / attainable at this intensity
+    cls: str
+    reason: str
+    fix: str
+
+
+@dataclass
+class Roofline:
+    title: str
+    source: str  # ncu | analytical
+    device: str
+    peaks: dict[str, Any]
+    points: list[RooflinePoint] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def attainable(intensity: float, peak: float, bandwidth: float) -> float:
+    return min(peak, intensity * bandwidth)
+
+
+def _point(
+    label: str,
+    short: str,
+    name: str,
+    time_s: float | None,
+    flop_per_second: float,
+    intensity: float,
+    roof: tuple[str, float],
+    bandwidth: float,
+    cls: str,
+    reason: str,
+    fix: str,
+) -> RooflinePoint:
+    roof_name, peak = roof
+    ridge = peak / bandwidth
+    return RooflinePoint(
+        label=label,
+        short=short,
+        name=name,
+        time_s=time_s,
+        flop_per_second=flop_per_second,
+        arithmetic_intensity=intensity,
+        roof=roof_name,
+        ridge=ridge,
+        side="memory" if intensity < ridge else "compute",
+        roof_fraction=flop_per_second / attainable(intensity, peak, bandwidth),
+        cls=cls,
+        reason=reason,
+        fix=fix,
+    )
+
+
+def op_ratios(op: OpStat, peaks: Peaks) -> tuple[float | None, float | None]:
+    """Compute and memory utilisation of an op against the peaks (None when unknown)."""
+    if op.time_s <= 0:
+        return None, None
+    roof = peaks.compute_peak(op.dtype)
+    compute = op.flops / op.time_s / roof[1] if roof is not None and op.flops > 0 else None
+    memory = op.bytes / op.time_s / peaks.bytes_per_second if peaks.bytes_per_second and op.bytes > 0 else None
+    return compute, memory
+
+
+def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds | None = None) -> Roofline:
+    roofline = Roofline(
+        title=f"analytical roofline: torch ops on {peaks.device}",
+        source="analytical",
+        device=peaks.device,
+        peaks=asdict(peaks),
+    )
+    if not peaks.bytes_per_second or not peaks.flop_per_second:
+        roofline.notes.append("no peaks for this device: points cannot be placed against roofs")
+        return roofline
+    skipped = 0
+    for op in ops:
+        roof = peaks.compute_peak(op.dtype)
+        if op.flops <= 0 or op.bytes <= 0 or op.time_s <= 0 or roof is None:
+            skipped += 1
+            continue
+        compute, memory = op_ratios(op, peaks)
+        verdict = classify(compute, memory, thresholds, "compute", "memory")
+        roofline.points.append(
+            _point(
+                op.label,
+                op.label,
+                op.name,
+                op.time_s,
+                op.flops / op.time_s,
+                op.flops / op.bytes,
+                (f"{roof[0]} ({peaks.source})", roof[1]),
+                peaks.bytes_per_second,
+                verdict.cls,
+                verdict.reason,
+                verdict.fix,
+            )
+        )
+    if skipped:
+        roofline.notes.append(
+            f"{skipped} ops without a FLOP count or tensor bytes are not on the chart "
+            "(torch.profiler counts FLOPs for matmul, conv and elementwise arithmetic ops)"
+        )
+    above = sum(1 for p in roofline.points if p.roof_fraction > 1.05)
+    if above:
+        roofline.notes.append(
+            f"{above} ops sit above their roof: their data come from caches (small tensors beat "
+            "the DRAM bandwidth), or the measured peak is low (a busy machine; remeasure)"
+        )
+    roofline.points.sort(key=lambda p: p.time_s or 0.0, reverse=True)
+    return roofline
+
+
+def ncu_peaks(summary: NcuSummary) -> Peaks | None:
+    """Roofs for an ncu report: its own peak counters (median over kernels), else the datasheet."""
+    device = summary.devices[0] if summary.devices else "unknown device"
+    flop_peaks = [k.peak_fp32_flop_per_second for k in summary.kernels if k.peak_fp32_flop_per_second]
+    bw_peaks = [k.peak_dram_bytes_per_second for k in summary.kernels if k.peak_dram_bytes_per_second]
+    if flop_peaks and bw_peaks:
+        return Peaks(
+            device=device,
+            backend="cuda",
+            source="ncu counters",
+            flop_per_second={"float32": statistics.median(flop_peaks)},
+            bytes_per_second=statistics.median(bw_peaks),
+            detail={"note": "fp32 FMA peak and DRAM peak at the clocks ncu profiled with"},
+        )
+    return peaks_from_datasheet(device)
+
+
+def ncu_roofline(summary: NcuSummary) -> Roofline:
+    peaks = ncu_peaks(summary)
+    device = summary.devices[0] if summary.devices else "unknown device"
+    roofline = Roofline(
+        title=f"roofline: Nsight Compute kernels on {device}",
+        source="ncu",
+        device=device,
+        peaks=asdict(peaks) if peaks else {},
+    )
+    if len(summary.devices) > 1:
+        roofline.notes.append(f"report spans devices {', '.join(summary.devices)}; roofs of {device}")
+    if peaks is None or not peaks.bytes_per_second or "float32" not in peaks.flop_per_second:
+        roofline.notes.append(
+            f"no fp32 peak and bandwidth known for {device} (no peak counters in the "
+            "report, no datasheet entry): no roofline"
+        )
+        return roofline
+    without = 0
+    launches = 0
+    for group in summary.groups:
+        if group.flop_per_second is None or not group.arithmetic_intensity:
+            without += 1
+            launches += group.launches
+            continue
+        roofline.points.append(
+            _point(
+                group.label,
+                group.short,
+                group.name,
+                group.duration_s,
+                group.flop_per_second,
+                group.arithmetic_intensity,
+                (f"float32 ({peaks.source})", peaks.flop_per_second["float32"]),
+                peaks.bytes_per_second,
+                group.cls,
+                group.reason,
+                group.fix,
+            )
+        )
+    if without:
+        roofline.notes.append(
+            f"{without} of {len(summary.groups)} kernels ({launches} launches) lack FLOP or DRAM byte counters "
+            "(capture with --set full) and are not on the chart"
+        )
+    return roofline
+
+
+def _nice_range(values: list[float], pad: float = 10.0) -> tuple[float, float]:
+    low, high = min(values), max(values)
+    return 10 ** math.floor(math.log10(low / pad)), 10 ** math.ceil(math.log10(high * pad))
+
+
+def plot_roofline(roofline: Roofline, path: Path, labels: int = 8) -> Path:
+    """Write the log-log chart; roofs from roofline.peaks, points coloured by class."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 6), dpi=120)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot(1, 1, 1)
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    flops: dict[str, float] = dict(roofline.peaks.get("flop_per_second") or {})
+    bandwidth = roofline.peaks.get("bytes_per_second")
+    points = roofline.points
+    xs = [p.arithmetic_intensity for p in points] + ([v / bandwidth for v in flops.values()] if bandwidth else [])
+    ys = [p.flop_per_second for p in points] + list(flops.values())
+    if not xs:
+        xs, ys = [1.0], [1e9]
+    x_low, x_high = _nice_range(xs)
+    y_low, y_high = _nice_range(ys)
+    if bandwidth and flops:
+        grid = [x_low * (x_high / x_low) ** (i / 200) for i in range(201)]
+        source = roofline.peaks.get("source", "")
+        for index, (dtype, peak) in enumerate(sorted(flops.items(), key=lambda kv: -kv[1])):
+            style = "-" if index == 0 else "--"
+            axes.plot(
+                grid,
+                [attainable(x, peak, bandwidth) for x in grid],
+                style,
+                color="black",
+                linewidth=1.6 if index == 0 else 1.0,
+                label=f"{dtype} roof {peak / 1e12:.3g} TFLOP/s",
+            )
+            ridge = peak / bandwidth
+            axes.axvline(ridge, color="grey", linestyle=":", linewidth=1)
+            axes.annotate(
+                f"ridge {ridge:.3g} FLOP/B",
+                (ridge, peak),
+                textcoords="offset points",
+                xytext=(4, -14),
+                fontsize=7,
+                color="grey",
+            )
+        axes.plot([], [], " ", label=f"memory roof {bandwidth / 1e9:.4g} GB/s ({source})")
+    seen: set[str] = set()
+    for point in points:
+        colour = CLASS_COLOURS.get(point.cls, "black")
+        axes.scatter(
+            [point.arithmetic_intensity],
+            [point.flop_per_second],
+            color=colour,
+            s=28,
+            zorder=3,
+            label=point.cls if point.cls not in seen else None,
+        )
+        seen.add(point.cls)
+    for index, point in enumerate(sorted(points, key=lambda p: p.time_s or 0.0, reverse=True)[:labels]):
+        axes.annotate(
+            point.short,
+            (point.arithmetic_intensity, point.flop_per_second),
+            textcoords="offset points",
+            xytext=(5, 4 - 10 * (index % 3)),
+            fontsize=7,
+        )  # staggered: neighbours stay readable
+    axes.set_xlim(x_low, x_high)
+    axes.set_ylim(y_low, y_high)
+    axes.set_xlabel("arithmetic intensity (FLOP / byte)")
+    axes.set_ylabel("performance (FLOP/s)")
+    axes.set_title(roofline.title, fontsize=10)
+    axes.grid(True, which="major", linestyle=":", linewidth=0.5)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=7, loc="lower right")
+    if not points:
+        axes.text(
+            0.5,
+            0.5,
+            "no points: " + ("; ".join(roofline.notes) or "nothing measured"),
+            transform=axes.transAxes,
+            ha="center",
+            fontsize=8,
+            wrap=True,
+        )
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(str(path))
+    return path

@@ -1,0 +1,199 @@
+"""The tables the profiling commands print (rich). Absent figures print as `absent`, never as 0."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.table import Table
+
+from fleetbench.profile.classify import FIXES_SHORT
+from fleetbench.profile.ncu_summary import NcuSummary
+from fleetbench.profile.peaks import Peaks
+from fleetbench.profile.roofline import Roofline
+from fleetbench.profile.trace_summary import TraceSummary
+
+ABSENT = "absent"
+
+
+def pct(value: float | None) -> str:
+    return ABSENT if value is None else f"{value * 100:.1f}%"
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return ABSENT
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.3f} ms"
+    return f"{value * 1e6:.1f} us"
+
+
+def scaled(value: float | None, unit: str, scale: float = 1e9, digits: int = 1) -> str:
+    return ABSENT if value is None else f"{value / scale:,.{digits}f} {unit}"
+
+
+def number(value: float | None, digits: int = 3) -> str:
+    return ABSENT if value is None else f"{value:.{digits}g}"
+
+
+def trace_tables(summary: TraceSummary) -> list[Table]:
+    tables = []
+    if summary.devices:
+        table = Table(title=f"temporal breakdown (HTA): {summary.path}", title_justify="left")
+        for column in ("rank", "device", "span", "compute", "communication", "memory", "idle", "events"):
+            table.add_column(column, justify="right")
+        for d in summary.devices:
+            shares = d.shares
+            table.add_row(
+                str(d.rank),
+                d.device,
+                seconds(d.span_s),
+                pct(shares["compute"]),
+                pct(shares["communication"]),
+                pct(shares["memory"]),
+                pct(shares["idle"]),
+                str(d.events),
+            )
+        tables.append(table)
+        kernels = Table(title="top kernels by total time", title_justify="left")
+        for column in ("kernel", "count", "total", "share of busy"):
+            kernels.add_column(column, justify="left" if column == "kernel" else "right")
+        for k in summary.top_kernels:
+            kernels.add_row(k.short, str(k.count), seconds(k.total_s), pct(k.share))
+        tables.append(kernels)
+    if summary.top_ops:
+        ops = Table(title="top CPU ops by self time", title_justify="left")
+        for column in ("op", "calls", "self", "inclusive", "share of self"):
+            ops.add_column(column, justify="left" if column == "op" else "right")
+        for o in summary.top_ops:
+            ops.add_row(o.short, str(o.count), seconds(o.self_s), seconds(o.total_s), pct(o.share))
+        tables.append(ops)
+    return tables
+
+
+def trace_lines(summary: TraceSummary) -> list[str]:
+    lines = [summary.note] if summary.note else []
+    if summary.launch is not None:
+        launch = summary.launch
+        lines.append(
+            f"CPU launch gaps: {launch.launches} launches, launch-to-start delay median "
+            f"{seconds(launch.delay_median_s)}, p90 {seconds(launch.delay_p90_s)}, max "
+            f"{seconds(launch.delay_max_s)}; device idle waiting for the host {seconds(launch.host_wait_s)}; "
+            f"{launch.short_kernels} kernels ran shorter than their launch call"
+        )
+    for thread in summary.cpu_threads[:2]:
+        lines.append(f"CPU thread {thread.tid}: ops busy {pct(thread.busy_share)} of {seconds(thread.span_s)}")
+    return lines
+
+
+def ncu_table(summary: NcuSummary, launches: bool = False) -> Table:
+    table = Table(
+        title=f"Nsight Compute: {summary.path} ({summary.format}, {len(summary.kernels)} launches, "
+        f"{', '.join(summary.devices)})",
+        title_justify="left",
+        caption="SM% = compute SOL, mem% = memory SOL (gpu__compute_memory_throughput), DRAM% = DRAM throughput",
+    )
+    columns = ("kernel", "n", "time", "SM%", "mem%", "DRAM%", "GFLOP/s", "DRAM MB", "FLOP/B", "class")
+    for column in columns:
+        table.add_column(
+            column,
+            justify="left" if column in ("kernel", "class") else "right",
+            overflow="fold",
+            min_width=14 if column == "kernel" else None,
+        )
+    if launches:
+        for k in summary.kernels:
+            table.add_row(
+                f"{k.id} {k.short}",
+                "1",
+                seconds(k.duration_s),
+                pct(k.compute_sol),
+                pct(k.memory_sol),
+                pct(k.dram_sol),
+                scaled(k.flop_per_second, ""),
+                scaled(k.dram_bytes, "", 1e6),
+                number(k.arithmetic_intensity),
+                k.cls,
+            )
+        return table
+    for g in summary.groups:
+        table.add_row(
+            g.short,
+            str(g.launches),
+            seconds(g.duration_s),
+            pct(g.compute_sol),
+            pct(g.memory_sol),
+            pct(g.dram_sol),
+            scaled(g.flop_per_second, ""),
+            scaled(g.dram_bytes, "", 1e6),
+            number(g.arithmetic_intensity),
+            g.cls,
+        )
+    return table
+
+
+@dataclass
+class FixRow:
+    name: str
+    time_s: float | None
+    compute: float | None  # utilisation 0-1 (SOL, or achieved over peak)
+    memory: float | None
+    cls: str
+    fix: str  # short form, see classify.FIXES_SHORT
+
+
+def fixes_table(title: str, rows: Iterable[FixRow]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("kernel / op", overflow="fold", max_width=40)
+    for column in ("time", "compute", "memory"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("class", no_wrap=True)
+    table.add_column("main fix", overflow="fold")
+    for row in rows:
+        table.add_row(row.name, seconds(row.time_s), pct(row.compute), pct(row.memory), row.cls, row.fix)
+    return table
+
+
+def ncu_fix_rows(summary: NcuSummary, top: int) -> list[FixRow]:
+    return [
+        FixRow(g.short, g.duration_s, g.compute_sol, g.memory_sol, g.cls, FIXES_SHORT[g.cls])
+        for g in summary.groups[:top]
+    ]
+
+
+def peaks_table(peaks: Iterable[Peaks]) -> Table:
+    table = Table(title="peaks under the roofline", title_justify="left")
+    for column in ("device", "source", "dtype", "peak", "bandwidth", "ridge"):
+        table.add_column(column, justify="left" if column in ("device", "source", "dtype") else "right")
+    for p in peaks:
+        for dtype, flops in sorted(p.flop_per_second.items()):
+            ridge = f"{flops / p.bytes_per_second:.3g} FLOP/B" if p.bytes_per_second else ABSENT
+            table.add_row(
+                p.device,
+                p.source,
+                dtype,
+                scaled(flops, "TFLOP/s", 1e12, 2),
+                scaled(p.bytes_per_second, "GB/s", 1e9, 1),
+                ridge,
+            )
+    return table
+
+
+def roofline_table(roofline: Roofline, top: int) -> Table:
+    table = Table(title=roofline.title, title_justify="left")
+    for column in ("point", "time", "GFLOP/s", "FLOP/B", "ridge", "side", "of roof", "class"):
+        table.add_column(column, justify="left" if column in ("point", "side", "class") else "right")
+    for p in roofline.points[:top]:
+        table.add_row(
+            p.short,
+            seconds(p.time_s),
+            scaled(p.flop_per_second, ""),
+            number(p.arithmetic_intensity),
+            number(p.ridge),
+            p.side,
+            pct(p.roof_fraction),
+            p.cls,
+        )
+    return table

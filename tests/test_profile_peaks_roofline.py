@@ -1,0 +1,148 @@
+"""Peaks (datasheet and measured, cached per device) and the roofline (analytical and from ncu)."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+
+from fleetbench.devices import resolve_device
+from fleetbench.profile.ncu_readers import read_report
+from fleetbench.profile.ncu_summary import summarize_report
+from fleetbench.profile.peaks import (
+    PeakRequest,
+    Peaks,
+    cache_file,
+    datasheet_peak,
+    measured_peaks,
+    peaks_from_datasheet,
+    triad_probe,
+)
+from fleetbench.profile.roofline import OpStat, analytical_roofline, attainable, ncu_roofline, plot_roofline
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+@pytest.mark.parametrize(
+    ("device", "model", "bandwidth"),
+    [
+        ("NVIDIA H200", "H200 SXM", 4.8e12),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM", 3.35e12),
+        ("NVIDIA H100 PCIe", "H100 PCIe", 2.0e12),
+        ("NVIDIA A100-SXM4-80GB", "A100 80GB SXM", 2.039e12),
+        ("NVIDIA A100 80GB PCIe", "A100 80GB PCIe", 1.935e12),
+        ("NVIDIA A100-PG509-200", "A100 40GB", 1.555e12),
+        ("NVIDIA GH200 480GB", "GH200 96GB HBM3", 4.0e12),
+        ("NVIDIA A10", "A10", 600e9),
+        ("Tesla T4", "T4", 320e9),
+        ("NVIDIA B200", "B200", 8.0e12),
+    ],
+)
+def test_datasheet_table(device: str, model: str, bandwidth: float) -> None:
+    sheet = datasheet_peak(device)
+    assert sheet is not None and sheet.model == model
+    assert sheet.memory_bytes_per_second == bandwidth
+
+
+def test_datasheet_misses_are_none_not_a_guess() -> None:
+    assert datasheet_peak("NVIDIA A10G") is None  # not A10, not A100
+    assert datasheet_peak("Intel(R) Xeon(R) CPU") is None
+    t4 = peaks_from_datasheet("Tesla T4")
+    assert t4 is not None and "bfloat16" not in t4.flop_per_second  # T4 has no bf16: absent, not 0
+    h200 = peaks_from_datasheet("NVIDIA H200")
+    assert h200 is not None and h200.flop_per_second["bfloat16"] == 989e12
+
+
+def test_triad_moves_three_arrays() -> None:
+    result = triad_probe(4, torch.float32, resolve_device("cpu"), 0.02, 1)
+    numel = 4 * 2**20 // 4
+    assert result.bytes_moved == 3 * numel * 4 and result.flops == 2 * numel
+    assert result.bytes_per_second > 0
+
+
+def test_measured_peaks_are_cached_per_device(tmp_path: Path) -> None:
+    device = resolve_device("cpu")
+    request = PeakRequest(
+        dtypes=["float32"], matmul_n=128, copy_mib=2, min_run_time_s=0.02, threads=torch.get_num_threads()
+    )
+    first = measured_peaks(device, request, tmp_path)
+    assert first.source == "measured" and not first.detail["cached"]
+    assert set(first.detail["measured_now"]) == {"matmul float32", "copy", "triad"}
+    path = cache_file(tmp_path, device, request.threads)
+    stored = json.loads(path.read_text())
+    assert stored["device"] == device.name and stored["matmul_n"] == 128
+    assert first.bytes_per_second == max(stored["bytes_per_second"].values())
+
+    second = measured_peaks(device, request, tmp_path)
+    assert second.detail["cached"] and second.flop_per_second == first.flop_per_second
+
+    again = measured_peaks(device, request, tmp_path, remeasure=True)
+    assert not again.detail["cached"]
+    other = measured_peaks(device, PeakRequest(["float32"], 128, 4, 0.02, request.threads), tmp_path)
+    assert not other.detail["cached"]  # a different copy size is a different measurement
+
+
+def test_an_unwritable_cache_warns_and_the_run_goes_on(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    warnings: list[str] = []
+    peaks = measured_peaks(
+        resolve_device("cpu"), PeakRequest(["float32"], 64, 1, 0.01, 1), blocker / "cache", warn=warnings.append
+    )
+    assert peaks.flop_per_second["float32"] > 0
+    assert warnings and "not written" in warnings[0]
+
+
+def test_analytical_roofline_places_points_against_the_ridge() -> None:
+    peaks = Peaks(
+        device="test", backend="cpu", source="measured", flop_per_second={"float32": 1e11}, bytes_per_second=1e10
+    )  # ridge at 10 FLOP/B
+    ops = [
+        OpStat("aten::mm", "aten::mm", 1, time_s=1.0, self_time_s=1.0, flops=9e10, bytes=1e9, dtype="float32"),
+        OpStat("aten::add", "aten::add", 1, time_s=1.0, self_time_s=1.0, flops=1e9, bytes=9e9, dtype="float32"),
+        OpStat("aten::copy_", "aten::copy_", 1, time_s=1.0, self_time_s=1.0, flops=0, bytes=1e9, dtype="float32"),
+    ]
+    roofline = analytical_roofline(ops, peaks)
+    points = {p.label: p for p in roofline.points}
+    assert set(points) == {"aten::mm", "aten::add"}
+    mm, add = points["aten::mm"], points["aten::add"]
+    assert mm.ridge == pytest.approx(10.0) and mm.arithmetic_intensity == pytest.approx(90.0)
+    assert mm.side == "compute" and mm.cls == "compute_bound"  # 90 % of peak FLOP/s, 10 % of bandwidth
+    assert mm.roof_fraction == pytest.approx(0.9)
+    assert add.side == "memory" and add.cls == "memory_bound"  # 1 % of peak FLOP/s, 90 % of bandwidth
+    assert add.roof_fraction == pytest.approx(1e9 / attainable(1e9 / 9e9, 1e11, 1e10))
+    assert any("without a FLOP count" in note for note in roofline.notes)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def test_ncu_roofline_from_a_real_report(tmp_path: Path) -> None:
+    pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
+    summary = summarize_report(read_report(FIXTURES / "ncu-rep" / "gtx1660s_naive_gemm.ncu-rep"))
+    roofline = ncu_roofline(summary)
+    assert roofline.peaks["source"] == "ncu counters"
+    assert roofline.peaks["bytes_per_second"] == pytest.approx(336e9, rel=0.01)
+    (point,) = roofline.points
+    assert point.short == "naive_gemm" and point.arithmetic_intensity == pytest.approx(14.2, rel=0.01)
+    ridge = roofline.peaks["flop_per_second"]["float32"] / roofline.peaks["bytes_per_second"]
+    assert point.side == ("memory" if point.arithmetic_intensity < ridge else "compute")
+    png = plot_roofline(roofline, tmp_path / "roofline.png")
+    assert png_size(png) == (1080, 720)
+
+
+def test_ncu_roofline_without_counters_says_why(tmp_path: Path) -> None:
+    pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
+    summary = summarize_report(read_report(FIXTURES / "ncu-rep" / "a10_inference_105_kernels.ncu-rep"))
+    roofline = ncu_roofline(summary)
+    assert roofline.peaks["source"] == "datasheet"  # A10: no peak counters in this report, the table has it
+    assert roofline.points == []
+    assert any("1 of 1 kernels (105 launches) lack FLOP or DRAM byte counters" in n for n in roofline.notes)
+    assert png_size(plot_roofline(roofline, tmp_path / "r.png"))[0] > 0

@@ -1,0 +1,179 @@
+"""Trace summary on real PyTorch Chrome traces: temporal breakdown (HTA), top kernels/ops, launch gaps."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from fleetbench.errors import UserError
+from fleetbench.profile.trace_summary import summarize_trace
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+GEMM = FIXTURES / "torch-trace" / "a100_gemm_trace.json"
+ALEXNET = FIXTURES / "torch-trace" / "a100_alexnet_trace.json.gz"
+
+
+def load(path: Path) -> dict[str, Any]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as handle:
+        data: dict[str, Any] = json.load(handle)
+    return data
+
+
+def sweep_breakdown(path: Path) -> dict[str, float]:
+    """An independent reference: walk every elementary time segment and give it to the first active
+    category in HTA's priority (computation, then communication, then memory), else idle."""
+    events = [
+        e
+        for e in load(path)["traceEvents"]
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    ]
+
+    def kind(e: dict[str, Any]) -> str:
+        if "nccl" in e["name"].lower():
+            return "communication"
+        return "memory" if e["cat"] != "kernel" else "compute"
+
+    points = sorted({float(e["ts"]) for e in events} | {float(e["ts"]) + float(e["dur"]) for e in events})
+    totals = dict.fromkeys(("compute", "communication", "memory", "idle"), 0.0)
+    for start, end in itertools.pairwise(points):
+        middle = (start + end) / 2
+        active = {kind(e) for e in events if float(e["ts"]) <= middle < float(e["ts"]) + float(e["dur"])}
+        winner = next((k for k in ("compute", "communication", "memory") if k in active), "idle")
+        totals[winner] += (end - start) * 1e-6
+    return totals
+
+
+@pytest.mark.parametrize("trace", [GEMM, ALEXNET], ids=lambda p: p.name)
+def test_breakdown_matches_an_independent_sweep(trace: Path) -> None:
+    summary = summarize_trace(trace)
+    assert summary.has_device_events and summary.note == ""
+    assert len(summary.devices) == 1
+    device = summary.devices[0]
+    reference = sweep_breakdown(trace)
+    for category, seconds in reference.items():
+        measured = getattr(device, f"{category}_s")
+        assert measured == pytest.approx(seconds, rel=1e-6, abs=1e-9), category
+    assert sum(device.shares.values()) == pytest.approx(1.0)
+    assert device.span_s == pytest.approx(sum(reference.values()))
+
+
+def test_alexnet_trace_has_copies_syncs_left_out_and_launch_gaps() -> None:
+    summary = summarize_trace(ALEXNET)
+    device = summary.devices[0]
+    assert device.memory_s > 0 and device.compute_s > 0 and device.idle_s > 0
+    # 79 kernels + 16 memcpys + 3 memsets; the 41 cuda_sync events are waits, not device work
+    assert device.events == 79 + 16 + 3
+    assert summary.launch is not None and summary.launch.launches == 98
+    assert 0 < summary.launch.delay_median_s <= summary.launch.delay_p90_s <= summary.launch.delay_max_s
+    assert summary.launch.host_wait_s > 0
+    assert summary.device_names[0] == "NVIDIA A100-PG509-200"
+    assert summary.top_kernels[0].total_s >= summary.top_kernels[-1].total_s
+    assert summary.top_ops and summary.top_ops[0].self_s is not None
+
+
+def test_gemm_trace_top_kernel_and_ops() -> None:
+    summary = summarize_trace(GEMM)
+    top = summary.top_kernels[0]
+    assert top.name == "ampere_fp16_s16816gemm_fp16_128x256_ldg8_f2f_stages_64x3_nn"
+    assert top.count == 5
+    expected = sum(e["dur"] for e in load(GEMM)["traceEvents"] if e.get("cat") == "kernel") * 1e-6
+    assert top.total_s == pytest.approx(expected)
+    ops = {o.name: o for o in summary.top_ops}
+    assert ops["aten::mm"].count == 5
+    # aten::matmul wraps aten::mm: its self time is its duration minus the nested mm calls
+    assert ops["aten::matmul"].self_s == pytest.approx(ops["aten::matmul"].total_s - ops["aten::mm"].total_s, abs=1e-9)
+
+
+def test_plain_and_gzip_traces_give_the_same_summary(tmp_path: Path) -> None:
+    packed = tmp_path / "gemm.json.gz"
+    with GEMM.open("rb") as source, gzip.open(packed, "wb") as target:
+        shutil.copyfileobj(source, target)
+    plain, gz = summarize_trace(GEMM).to_dict(), summarize_trace(packed).to_dict()
+    plain.pop("path"), gz.pop("path")
+    assert plain == gz
+
+
+def test_a_cpu_only_trace_says_so(tmp_path: Path) -> None:
+    a = torch.randn(64, 64)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            torch.mm(a, a)
+    path = tmp_path / "cpu.json"
+    prof.export_chrome_trace(str(path))
+    summary = summarize_trace(path)
+    assert not summary.has_device_events and summary.devices == []
+    assert "no GPU events" in summary.note
+    assert {o.name for o in summary.top_ops} >= {"aten::mm"}
+    assert next(o for o in summary.top_ops if o.name == "aten::mm").count == 3
+
+
+def test_communication_overlap_and_exposure(tmp_path: Path) -> None:
+    """HTA's split on a constructed trace: NCCL partly under compute, a memcpy under both."""
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 100, "args": {"device": 0}},
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "ncclDevKernel_AllReduce",
+            "pid": 0,
+            "tid": 9,
+            "ts": 60,
+            "dur": 80,
+            "args": {"device": 0},
+        },
+        {
+            "ph": "X",
+            "cat": "gpu_memcpy",
+            "name": "Memcpy DtoD",
+            "pid": 0,
+            "tid": 8,
+            "ts": 130,
+            "dur": 40,
+            "args": {"device": 0},
+        },
+        {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 200, "dur": 50, "args": {"device": 0}},
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events, "distributedInfo": {"rank": 3}}))
+    device = summarize_trace(trace).devices[0]
+    assert device.rank == 3
+    us = 1e-6
+    assert device.compute_s == pytest.approx(150 * us)
+    assert device.communication_total_s == pytest.approx(80 * us)
+    assert device.comm_compute_overlap_s == pytest.approx(40 * us)
+    assert device.communication_s == pytest.approx(40 * us)  # exposed: 100..140
+    assert device.memory_s == pytest.approx(30 * us)  # 140..170, the part not under NCCL
+    assert device.idle_s == pytest.approx(30 * us)  # 170..200
+    assert device.span_s == pytest.approx(250 * us)
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b'{"traceEvents": [', "not a readable Chrome trace"),
+        (b"[1, 2", "not a readable Chrome trace"),
+        (b'{"foo": 1}', "no traceEvents"),
+    ],
+)
+def test_damaged_traces_give_one_clear_line(tmp_path: Path, content: bytes, fragment: str) -> None:
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(UserError, match=fragment) as info:
+        summarize_trace(path)
+    assert "\n" not in str(info.value)
+
+
+def test_truncated_gzip_trace(tmp_path: Path) -> None:
+    damaged = tmp_path / "cut.json.gz"
+    damaged.write_bytes(ALEXNET.read_bytes()[:5000])
+    with pytest.raises(UserError, match="not a readable Chrome trace"):
+        summarize_trace(damaged)
