@@ -1,0 +1,179 @@
+"""`fleetbench edge run|export|info`: kernels on edge GPUs through wgpu, the MPS path, ExecuTorch programs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.errors import UserError
+
+BACKEND_HELP = "auto, vulkan, metal, d3d12 or opengl (default: auto, or $WGPU_BACKEND_TYPE)"
+
+
+def _list(text: str | None, flag: str, none_word: str | None = None) -> list[str] | None:
+    if text is None:
+        return None
+    if none_word is not None and text.strip() == none_word:
+        return []
+    items = [part.strip() for part in text.split(",") if part.strip()]
+    if not items:
+        raise UserError(f"{flag} {text!r} is empty; accepted: a comma-separated list")
+    return items
+
+
+def _ints(text: str | None, flag: str) -> list[int] | None:
+    items = _list(text, flag)
+    if items is None:
+        return None
+    try:
+        return [int(item) for item in items]
+    except ValueError:
+        raise UserError(f"{flag} {text!r} is not accepted; accepted: CPU numbers like 0,1") from None
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("edge", help="edge GPUs: Vulkan/Metal kernels through wgpu, MPS, ExecuTorch")
+    sub = parser.add_subparsers(dest="edge_command", required=True, metavar="SUBCOMMAND", parser_class=type(parser))
+
+    run = sub.add_parser("run", help="run the kernel set on this machine's GPU adapter (lavapipe here)")
+    add_run_options(run)
+    group = run.add_argument_group("edge")
+    group.add_argument("--backend", help=BACKEND_HELP)
+    group.add_argument("--adapter", metavar="NAME", help="pick the adapter whose name contains NAME")
+    group.add_argument("--kernels", metavar="LIST", help="comma-separated kernel names, or 'none' (see edge info)")
+    group.add_argument("--dtypes", metavar="LIST", help="float32,float16 (default: float16 where shader-f16 exists)")
+    group.add_argument("--timing", help="auto, timestamp or wallclock (default: auto)")
+    group.add_argument(
+        "--pte", type=Path, metavar="FILE", help="also time this ExecuTorch program (alone unless --kernels)"
+    )
+    group.add_argument("--module", metavar="PKG.MODULE:FACTORY", help="eager reference for --pte without a sidecar")
+    group.add_argument("--cpu-affinity", metavar="LIST", help="CPUs the host process may run on, e.g. 0,1 (Linux)")
+    group.add_argument("--quick", action="store_true", help="a small set that takes seconds (smoke test, demo)")
+    run.set_defaults(handler=handle_run)
+
+    export = sub.add_parser("export", help="export the trainer's tiny model (or --module) to .pte with ExecuTorch")
+    add_run_options(export)
+    group = export.add_argument_group("export")
+    group.add_argument("--module", metavar="PKG.MODULE:FACTORY", help="factory returning (module, example_inputs)")
+    group.add_argument(
+        "--partitioners", metavar="LIST", help="xnnpack,vulkan,coreml,mps, or 'all' (skips what this host cannot lower)"
+    )
+    group.add_argument("--out-dir", type=Path, metavar="DIR", help="where the .pte files go (default: RESULTS/models)")
+    export.set_defaults(handler=handle_export)
+
+    info = sub.add_parser("info", help="describe the adapters: features, limits, cooperative matrix, runtimes")
+    info.add_argument("--backend", help=BACKEND_HELP)
+    info.add_argument("--adapter", metavar="NAME", help="the adapter whose name contains NAME")
+    info.add_argument("--json", action="store_true", help="print the selected adapter's full report as JSON")
+    info.set_defaults(handler=handle_info)
+
+
+def handle_run(args: argparse.Namespace, console: Console) -> int:
+    flags: dict[str, tuple[Any, str]] = {
+        "edge.backend": (args.backend, "--backend"),
+        "edge.adapter": (args.adapter, "--adapter"),
+        "edge.kernels": (_list(args.kernels, "--kernels", "none"), "--kernels"),
+        "edge.dtypes": (_list(args.dtypes, "--dtypes"), "--dtypes"),
+        "edge.timing": (args.timing, "--timing"),
+        "edge.pte": (str(args.pte) if args.pte else None, "--pte"),
+        "edge.module": (args.module, "--module"),
+        "edge.cpu_affinity": (_ints(args.cpu_affinity, "--cpu-affinity"), "--cpu-affinity"),
+    }
+    config = config_from_args(args, flags)
+    from fleetbench.edge.runner import quick, run_edge  # wgpu and numpy load only when a run really starts
+
+    edge = config.edge
+    if args.quick:
+        edge = quick(edge)
+    if edge.pte is not None and "kernels" not in edge.model_fields_set:
+        edge = edge.model_copy(update={"kernels": []})
+    record = run_edge(config.model_copy(update={"edge": edge}), console)
+    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    return 0
+
+
+def handle_export(args: argparse.Namespace, console: Console) -> int:
+    names = _list(args.partitioners, "--partitioners")
+    strict = names is not None and names != ["all"]
+    flags: dict[str, tuple[Any, str]] = {
+        "edge.module": (args.module, "--module"),
+        "edge.partitioners": (None if names in (None, ["all"]) else names, "--partitioners"),
+    }
+    config = config_from_args(args, flags)
+    edge = config.edge
+    from fleetbench.edge import pte
+    from fleetbench.edge.model import build
+    from fleetbench.fsutil import ensure_writable_dir
+
+    pte.require_executorch()
+    partitioners = list(pte.PARTITIONERS) if names == ["all"] else list(edge.partitioners)
+    out_dir = args.out_dir or config.run.results_dir / "models"
+    if strict:
+        pte.refuse_unavailable({name: pte.partitioner_problem(name) for name in partitioners})
+    with console.status("building the model ...") as status:
+        built = build(edge.module, edge.seed, edge.model_batch)
+        ensure_writable_dir(out_dir, "export folder", "--out-dir DIR")
+        console.print(f"model {built.name} ({built.spec}); torch.export + to_edge_transform_and_lower ...")
+        status.update("torch.export ...")
+        results = pte.export(built, partitioners, out_dir, edge.seed, edge.model_batch, strict=strict, status=status)
+    for result in results:
+        if result.path is None:
+            console.print(f"[yellow]skipped {result.skipped}[/]")
+        else:
+            delegated = f"{result.delegated} delegated subgraph(s)" if result.delegated else "nothing delegated"
+            console.print(f"wrote {result.path} ({result.partitioner}, {delegated}, {result.seconds:.1f} s)")
+    if not any(r.path for r in results):
+        raise UserError("no program exported: this host can lower to none of " + ", ".join(partitioners))
+    return 0
+
+
+def handle_info(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.edge import gpu, kernels, spirv
+
+    backend = gpu.resolve_backend(args.backend or "auto")
+    chosen = gpu.report(gpu.select_adapter(backend, args.adapter, "high-performance"))
+    if args.json:
+        print(json.dumps(chosen.as_dict(), indent=2))
+        return 0
+    for adapter in gpu.enumerate_adapters(backend):
+        rep = gpu.report(adapter)
+        mark = "*" if (rep.device, rep.backend) == (chosen.device, chosen.backend) else " "
+        features = ", ".join(f"{f} {'yes' if rep.has(f) else 'no'}" for f in gpu.KEY_FEATURES)
+        console.print(
+            f"{mark} [bold]{rep.device}[/] ({rep.backend}, {rep.adapter_type}), vendor {rep.vendor}, "
+            f"driver {rep.driver}\n    {features}"
+        )
+    limits = ", ".join(f"{k}={chosen.limits[k]}" for k in gpu.KEY_LIMITS if k in chosen.limits)
+    console.print(f"* selected; limits: {limits}")
+    if chosen.backend == "vulkan":
+        coop = ", ".join(
+            f"{k}: {'unknown' if v is None else 'yes' if v else 'no'}" for k, v in chosen.cooperative_matrix.items()
+        )
+        console.print(f"  Vulkan {chosen.vulkan_api or '?'} (extension list via libvulkan): {coop}")
+    console.print(f"  kernels: {', '.join(kernels.KERNELS)}; glslc: {spirv.glslc() or 'not found'}")
+    console.print(f"  executorch: {_version('executorch') or 'not installed (extra [mobile])'}; mps: {_mps_line()}")
+    return 0
+
+
+def _version(package: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return None
+
+
+def _mps_line() -> str:
+    import sys
+
+    from fleetbench.edge import mps
+
+    if sys.platform != "darwin":
+        return f"no ({mps.SKIP_REASON})"
+    return "yes" if mps.mps_available() else f"no ({mps.SKIP_REASON})"

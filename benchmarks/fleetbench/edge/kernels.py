@@ -1,0 +1,491 @@
+"""The edge kernel set: sources, inputs, dispatch geometry, work counts, numpy references, limit checks.
+
+Every kernel reads a uniform `Params` at binding 0, its inputs at bindings 1..n and writes its output
+at the last binding (see mobile/kernels/*.wgsl). WGSL sources get a prelude that fixes the storage
+type (`alias T = f32;` or `enable f16; alias T = f16;`); GLSL sources are compiled by glslc, with
+-DFLEETBENCH_F16 for float16. References are computed in float64 from the very inputs the GPU saw
+(after rounding to the storage type); the error reported is the largest absolute difference and that
+difference over the largest reference magnitude (a normwise relative error).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+from fleetbench.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from fleetbench.config.schema import EdgeConfig
+
+Lang = Literal["wgsl", "glsl"]
+FLOAT_DTYPES = ("float32", "float16")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    op: Literal["gemm", "softmax", "rmsnorm", "silu", "peak", "copy"]
+    source: str  # relative to the kernels folder
+    lang: Lang
+    workgroup: tuple[int, int]
+    workgroup_storage_bytes: int
+    about: str
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return ("u32",) if self.op == "copy" else FLOAT_DTYPES
+
+
+KERNELS: dict[str, KernelSpec] = {
+    spec.name: spec
+    for spec in (
+        KernelSpec(
+            "gemm_tiled",
+            "gemm",
+            "gemm_tiled.wgsl",
+            "wgsl",
+            (16, 16),
+            8192,
+            "GEMM, 64x64 workgroup tiles staged in workgroup memory, 4x4 per invocation",
+        ),
+        KernelSpec(
+            "gemm_vec4",
+            "gemm",
+            "gemm_vec4.wgsl",
+            "wgsl",
+            (16, 8),
+            0,
+            "GEMM, register-blocked 16x8 per invocation, vec4 loads, no workgroup memory",
+        ),
+        KernelSpec(
+            "gemm_vec4_spirv",
+            "gemm",
+            "glsl/gemm_vec4.comp",
+            "glsl",
+            (16, 8),
+            0,
+            "the register-blocked GEMM in GLSL, compiled to SPIR-V by glslc",
+        ),
+        KernelSpec(
+            "softmax",
+            "softmax",
+            "softmax.wgsl",
+            "wgsl",
+            (64, 1),
+            256,
+            "row-wise softmax, one workgroup per row, tree reductions",
+        ),
+        KernelSpec(
+            "rmsnorm",
+            "rmsnorm",
+            "rmsnorm.wgsl",
+            "wgsl",
+            (64, 1),
+            256,
+            "RMSNorm over rows with a weight vector, one workgroup per row",
+        ),
+        KernelSpec("silu", "silu", "silu.wgsl", "wgsl", (256, 1), 0, "SiLU elementwise, vec4"),
+        KernelSpec(
+            "peak_fma",
+            "peak",
+            "peak_fma.wgsl",
+            "wgsl",
+            (256, 1),
+            0,
+            "peak FLOP/s: 8 independent vec4 FMA chains per invocation (vkpeak style)",
+        ),
+        KernelSpec(
+            "peak_fma_spirv",
+            "peak",
+            "glsl/peak_fma.comp",
+            "glsl",
+            (256, 1),
+            0,
+            "the FMA peak probe in GLSL, compiled to SPIR-V by glslc",
+        ),
+        KernelSpec("copy", "copy", "copy.wgsl", "wgsl", (256, 1), 0, "copy bandwidth, 16 bytes per load/store"),
+    )
+}
+
+GEMM_TILE = {"gemm_tiled": 64, "gemm_vec4": 128, "gemm_vec4_spirv": 128}
+TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and peak must be exact
+
+
+def wgsl_prelude(dtype: str) -> str:
+    if dtype == "float16":
+        return "enable f16;\nalias T = f16;\n"
+    return "alias T = f32;\n"
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    import numpy as np
+
+    return np.dtype({"float32": np.float32, "float16": np.float16, "u32": np.uint32}[dtype])
+
+
+@dataclass
+class Problem:
+    """One kernel at one dtype and size, with everything needed to run and check it."""
+
+    spec: KernelSpec
+    dtype: str
+    size: str  # the `size` label
+    params: bytes
+    input_nbytes: list[int]  # known before any input is drawn, for the limit checks
+    make_inputs: Callable[[], list[np.ndarray]]  # drawn on first use, dropped by release()
+    output_nbytes: int
+    output_dtype: str  # numpy name of the output's element type
+    groups: tuple[int, int, int]
+    flops: float  # per dispatch; 0 where FLOPs are not the point (memory-bound kernels)
+    bytes_moved: float  # per dispatch, read plus written once
+    reference: Callable[[], np.ndarray]
+    tolerance: float  # 0: must be bit-exact
+    accepted: str  # what sizes this adapter accepts, for limit errors
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.name} {self.dtype} {self.size}"
+
+    def binding_sizes(self) -> list[int]:
+        return [len(self.params), *self.input_nbytes, self.output_nbytes]
+
+    def inputs(self) -> list[np.ndarray]:
+        return self.make_inputs()
+
+    def release(self) -> None:
+        """Drop the host copies of inputs (and so the reference's) once the problem has run."""
+        release = getattr(self.make_inputs, "release", None)
+        if release is not None:
+            release()
+
+
+class Drawn:
+    """Inputs drawn once, on first use; `release` frees them. The reference reads the very same arrays."""
+
+    def __init__(self, factory: Callable[[], list[np.ndarray]]) -> None:
+        self._factory = factory
+        self._value: list[np.ndarray] | None = None
+
+    def __call__(self) -> list[np.ndarray]:
+        if self._value is None:
+            self._value = self._factory()
+        return self._value
+
+    def release(self) -> None:
+        self._value = None
+
+
+def grid(count: int, max_per_dim: int) -> tuple[int, int, int]:
+    """Workgroups as (x, y, 1); the kernels flatten y * num_workgroups.x + x and skip the excess."""
+    x = min(count, max_per_dim)
+    return (x, math.ceil(count / x), 1)
+
+
+def _u32_params(*values: int | float) -> bytes:
+    import numpy as np
+
+    out = np.zeros(4, dtype=np.uint32)
+    for i, value in enumerate(values):
+        out[i] = np.array([value], dtype=np.float32).view(np.uint32)[0] if isinstance(value, float) else value
+    return out.tobytes()
+
+
+def _max_abs_rel(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    import numpy as np
+
+    diff = np.abs(out.astype(np.float64) - ref)
+    if not np.all(np.isfinite(out)):
+        return math.inf, math.inf
+    max_abs = float(diff.max()) if diff.size else 0.0
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    return max_abs, (max_abs / scale if scale > 0 else max_abs)
+
+
+def compare(problem: Problem, raw: memoryview | bytes) -> tuple[float, float, bool]:
+    """(max abs error, max rel error, correct) of the GPU's output bytes against the reference."""
+    import numpy as np
+
+    out = np.frombuffer(bytes(raw)[: problem.output_nbytes], dtype=problem.output_dtype)
+    ref = problem.reference().reshape(-1)
+    if out.size != ref.size:
+        return math.inf, math.inf, False
+    if problem.tolerance == 0:
+        exact = bool(np.array_equal(out, ref.astype(out.dtype)) and np.array_equal(out.astype(np.float64), ref))
+        max_abs, max_rel = _max_abs_rel(out, ref.astype(np.float64))
+        return max_abs, max_rel, exact
+    max_abs, max_rel = _max_abs_rel(out, ref)
+    return max_abs, max_rel, max_rel <= problem.tolerance
+
+
+def _gemm(spec: KernelSpec, dtype: str, n: int, seed: list[int], limits: dict[str, int]) -> Problem:
+    import numpy as np
+
+    np_dtype = numpy_dtype(dtype)
+
+    def draw() -> list[np.ndarray]:
+        rng = _rng(seed)
+        return [rng.standard_normal((n, n), dtype=np.float32).astype(np_dtype) for _ in range(2)]
+
+    drawn = Drawn(draw)
+
+    def gemm_ref() -> np.ndarray:
+        a, b = drawn()
+        result: np.ndarray = a.astype(np.float64) @ b.astype(np.float64)
+        return result
+
+    tile = GEMM_TILE[spec.name]
+    binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
+    largest = math.isqrt(binding // np_dtype.itemsize) // tile * tile
+    return Problem(
+        spec=spec,
+        dtype=dtype,
+        size=str(n),
+        params=_u32_params(n, n, n),
+        input_nbytes=[n * n * np_dtype.itemsize] * 2,
+        make_inputs=drawn,
+        output_nbytes=n * n * np_dtype.itemsize,
+        output_dtype=np_dtype.name,
+        groups=(n // tile, n // tile, 1),
+        flops=2.0 * n**3,
+        bytes_moved=3.0 * n * n * np_dtype.itemsize,
+        reference=gemm_ref,
+        tolerance=TOLERANCE[dtype],
+        accepted=f"edge.gemm_sizes multiples of 128 up to {largest} for {dtype} on this adapter",
+    )
+
+
+def _rows(spec: KernelSpec, dtype: str, rows: int, cols: int, seed: list[int], limits: dict[str, int]) -> Problem:
+    import numpy as np
+
+    np_dtype = numpy_dtype(dtype)
+    nbytes = rows * cols * np_dtype.itemsize
+    binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
+    accepted = f"edge.rows x edge.cols up to {binding // np_dtype.itemsize} elements for {dtype} on this adapter"
+    groups = grid(rows, limits["max-compute-workgroups-per-dimension"])
+    if spec.op == "softmax":
+        drawn = Drawn(lambda: [(_rng(seed).standard_normal((rows, cols), dtype=np.float32) * 3).astype(np_dtype)])
+
+        def softmax_ref() -> np.ndarray:
+            x64 = drawn()[0].astype(np.float64)
+            e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+            result: np.ndarray = e / e.sum(axis=1, keepdims=True)
+            return result
+
+        return Problem(
+            spec,
+            dtype,
+            f"{rows}x{cols}",
+            _u32_params(rows, cols),
+            [nbytes],
+            drawn,
+            nbytes,
+            np_dtype.name,
+            groups,
+            0.0,
+            2.0 * nbytes,
+            softmax_ref,
+            TOLERANCE[dtype],
+            accepted,
+        )
+    eps = 1e-6
+
+    def draw() -> list[np.ndarray]:
+        rng = _rng(seed)
+        return [
+            (rng.standard_normal((rows, cols), dtype=np.float32) * 3).astype(np_dtype),
+            (1.0 + 0.1 * rng.standard_normal(cols, dtype=np.float32)).astype(np_dtype),
+        ]
+
+    drawn = Drawn(draw)
+
+    def rmsnorm_ref() -> np.ndarray:
+        x, w = drawn()
+        x64 = x.astype(np.float64)
+        result: np.ndarray = x64 / np.sqrt((x64**2).mean(axis=1, keepdims=True) + eps) * w.astype(np.float64)
+        return result
+
+    w_nbytes = cols * np_dtype.itemsize
+    return Problem(
+        spec,
+        dtype,
+        f"{rows}x{cols}",
+        _u32_params(rows, cols, eps),
+        [nbytes, w_nbytes],
+        drawn,
+        nbytes,
+        np_dtype.name,
+        groups,
+        0.0,
+        2.0 * nbytes + w_nbytes,
+        rmsnorm_ref,
+        TOLERANCE[dtype],
+        accepted,
+    )
+
+
+def _silu(spec: KernelSpec, dtype: str, n: int, seed: list[int], limits: dict[str, int]) -> Problem:
+    import numpy as np
+
+    np_dtype = numpy_dtype(dtype)
+    drawn = Drawn(lambda: [(_rng(seed).standard_normal(n, dtype=np.float32) * 4).astype(np_dtype)])
+    nbytes = n * np_dtype.itemsize
+    quads = n // 4
+    binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
+
+    def silu_ref() -> np.ndarray:
+        x64 = drawn()[0].astype(np.float64)
+        result: np.ndarray = x64 / (1.0 + np.exp(-x64))
+        return result
+
+    return Problem(
+        spec,
+        dtype,
+        _count_label(n),
+        _u32_params(quads),
+        [nbytes],
+        drawn,
+        nbytes,
+        np_dtype.name,
+        grid(math.ceil(quads / 256), limits["max-compute-workgroups-per-dimension"]),
+        0.0,
+        2.0 * nbytes,
+        silu_ref,
+        TOLERANCE[dtype],
+        f"edge.silu_elements up to {binding // np_dtype.itemsize // 4 * 4} for {dtype} on this adapter",
+    )
+
+
+def _copy(spec: KernelSpec, mib: int, seed: list[int], limits: dict[str, int]) -> Problem:
+    import numpy as np
+
+    words = mib * (1 << 20) // 4
+    drawn = Drawn(lambda: [_rng(seed).integers(0, 2**32, size=words, dtype=np.uint32)])
+    quads = words // 4
+    groups = (min(math.ceil(quads / 256), limits["max-compute-workgroups-per-dimension"]), 1, 1)
+    binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
+    return Problem(
+        spec,
+        "u32",
+        f"{mib}MiB",
+        _u32_params(quads, groups[0] * 256),
+        [words * 4],
+        drawn,
+        words * 4,
+        "uint32",
+        groups,
+        0.0,
+        8.0 * words,
+        lambda: drawn()[0],
+        0.0,
+        f"edge.copy_mib up to {binding >> 20} on this adapter",
+    )
+
+
+def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dict[str, int]) -> Problem:
+    import numpy as np
+
+    groups = grid(workgroups, limits["max-compute-workgroups-per-dimension"])
+    invocations = groups[0] * groups[1] * 256
+
+    def peak_ref() -> np.ndarray:
+        base = (np.arange(invocations, dtype=np.int64) * 7) % 256
+        lanes = (base[:, None] + np.arange(32)[None, :]) % 256
+        result: np.ndarray = (lanes / 256.0 + 1.0).sum(axis=1)  # every lane ends at start + iters * (1 / iters)
+        return result
+
+    return Problem(
+        spec,
+        dtype,
+        f"{workgroups}wgx{iters}",
+        _u32_params(iters, 1.0, 1.0 / iters),
+        [],
+        list,
+        invocations * 4,
+        "float32",
+        groups,
+        float(invocations) * iters * 32 * 2,
+        invocations * 4.0,
+        peak_ref,
+        0.0,
+        "edge.peak_workgroups that fit the adapter's workgroup grid",
+    )
+
+
+def _rng(seed: list[int]) -> np.random.Generator:
+    import numpy as np
+
+    return np.random.default_rng(seed)
+
+
+def _count_label(n: int) -> str:
+    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n % scale == 0:
+            return f"{n // scale}{unit}"
+    return str(n)
+
+
+def build_problems(
+    cfg: EdgeConfig, kernels: Sequence[str], dtypes: Sequence[str], limits: dict[str, int]
+) -> list[Problem]:
+    """Every (kernel, dtype, size) of the plan, in a stable order, with inputs drawn from edge.seed."""
+
+    problems: list[Problem] = []
+    for name in kernels:
+        spec = KERNELS[name]
+        for dtype in spec.dtypes if spec.op == "copy" else [d for d in FLOAT_DTYPES if d in dtypes]:
+            seed = [cfg.seed, len(problems)]
+            if spec.op == "gemm":
+                problems.extend(_gemm(spec, dtype, n, seed, limits) for n in cfg.gemm_sizes)
+            elif spec.op in ("softmax", "rmsnorm"):
+                problems.append(_rows(spec, dtype, cfg.rows, cfg.cols, seed, limits))
+            elif spec.op == "silu":
+                problems.append(_silu(spec, dtype, cfg.silu_elements, seed, limits))
+            elif spec.op == "peak":
+                problems.append(_peak(spec, dtype, cfg.peak_workgroups, cfg.peak_iterations, limits))
+            else:
+                problems.append(_copy(spec, cfg.copy_mib, seed, limits))
+    return problems
+
+
+def check_limits(problem: Problem, limits: dict[str, int], adapter: str) -> None:
+    """Refuse, in one line, a problem this adapter cannot run, before any buffer is allocated."""
+    spec = problem.spec
+    binding_limit = limits["max-storage-buffer-binding-size"]
+    buffer_limit = limits["max-buffer-size"]
+    for nbytes in problem.binding_sizes()[1:]:
+        for limit, name in ((binding_limit, "max-storage-buffer-binding-size"), (buffer_limit, "max-buffer-size")):
+            if nbytes > limit:
+                raise UserError(
+                    f"{problem.label}: needs a {nbytes / 2**20:.0f} MiB storage buffer but {adapter} allows "
+                    f"{limit / 2**20:.0f} MiB ({name}); accepted: {problem.accepted}"
+                )
+    max_dim = limits["max-compute-workgroups-per-dimension"]
+    if max(problem.groups) > max_dim:
+        raise UserError(
+            f"{problem.label}: needs {max(problem.groups)} workgroups in one dimension but {adapter} allows "
+            f"{max_dim} (max-compute-workgroups-per-dimension); accepted: {problem.accepted}"
+        )
+    invocations = spec.workgroup[0] * spec.workgroup[1]
+    if invocations > limits["max-compute-invocations-per-workgroup"]:
+        raise UserError(
+            f"{spec.name}: needs {invocations} invocations per workgroup but {adapter} allows "
+            f"{limits['max-compute-invocations-per-workgroup']}; accepted: kernels with smaller workgroups"
+        )
+    if spec.workgroup_storage_bytes > limits["max-compute-workgroup-storage-size"]:
+        raise UserError(
+            f"{spec.name}: needs {spec.workgroup_storage_bytes} bytes of workgroup memory but {adapter} allows "
+            f"{limits['max-compute-workgroup-storage-size']}; accepted: kernels without large tiles (e.g. gemm_vec4)"
+        )
+
+
+def source_path(kernels_dir: Path, spec: KernelSpec) -> Path:
+    path = kernels_dir / spec.source
+    if not path.is_file():
+        raise UserError(f"kernel source {path} is missing; check $FLEETBENCH_KERNELS_DIR or the checkout")
+    return path

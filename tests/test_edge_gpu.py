@@ -1,0 +1,343 @@
+"""Edge kernels on a real Vulkan adapter (lavapipe in CI): correctness, both timers, SPIR-V, telemetry.
+
+Marker `vulkan`: these run wherever a Vulkan adapter exists and skip, saying why, where none does.
+Sizes are small so lavapipe on two shared cores finishes each test in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleetbench.config.schema import EDGE_KERNELS, EdgeConfig, FleetbenchConfig, RunConfig
+from fleetbench.edge import gpu, kernels, spirv, timing
+from fleetbench.edge.native import optional_module
+from fleetbench.edge.paths import KERNELS_ENV
+from fleetbench.errors import UserError
+from fleetbench.results.store import read_records
+
+SMALL = {
+    "gemm_sizes": [128],
+    "rows": 48,
+    "cols": 200,
+    "silu_elements": 4096,
+    "copy_mib": 1,
+    "peak_workgroups": 3,
+    "peak_iterations": 64,
+    "warmup": 1,
+    "try_time_s": 0.005,
+    "min_iterations": 2,
+    "max_iterations": 6,
+    "min_tries": 1,
+    "max_tries": 2,
+    "cooldown_s": 0.0,
+    "mps": False,
+    "plot": False,
+}
+
+
+@pytest.fixture(scope="module")
+def adapter() -> gpu.AdapterReport:
+    try:
+        return gpu.report(gpu.select_adapter("vulkan", None, "high-performance"))
+    except UserError as exc:
+        pytest.skip(f"no Vulkan adapter here ({exc}); CI installs mesa-vulkan-drivers (lavapipe)")
+
+
+def config(tmp_path: Path, run_id: str, **edge: object) -> FleetbenchConfig:
+    fields = {**SMALL, "backend": "vulkan", "spirv_dir": str(tmp_path / "spirv"), **edge}
+    return FleetbenchConfig(
+        run=RunConfig(results_dir=tmp_path / "results", run_id=run_id), edge=EdgeConfig.model_validate(fields)
+    )
+
+
+def promtool_problems(path: Path) -> str:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        return ""
+    result = subprocess.run([promtool, "check", "metrics"], input=path.read_bytes(), capture_output=True, timeout=30)
+    return (result.stdout + result.stderr).decode().strip() if result.returncode else ""
+
+
+# --- on the adapter -------------------------------------------------------------------------------
+@pytest.mark.vulkan
+def test_adapter_report_reads_features_limits_and_the_vulkan_extension_list(adapter: gpu.AdapterReport) -> None:
+    assert adapter.backend == "vulkan"
+    assert adapter.limits["max-storage-buffer-binding-size"] > 0
+    assert adapter.vulkan_extensions, "libvulkan's device extension list was not read"
+    # Every Vulkan 1.1+ driver lists these; the list is real, not a placeholder.
+    assert "VK_KHR_storage_buffer_storage_class" in adapter.vulkan_extensions
+    assert set(adapter.cooperative_matrix) == {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"}
+    for name, offered in adapter.cooperative_matrix.items():
+        assert offered == (name in adapter.vulkan_extensions)
+
+
+@pytest.mark.vulkan
+def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
+    assert spirv.glslc() is not None, "glslc missing: make setup installs it (Debian package glslc)"
+    if not adapter.has("timestamp-query"):
+        pytest.skip(f"{adapter.device} has no timestamp-query")
+    from fleetbench.edge.runner import run_edge
+
+    dtypes = ["float32", "float16"] if adapter.has("shader-f16") else ["float32"]
+    record = run_edge(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True), _console())
+    assert record.status == "ok", record.error
+    rows = record.summary["kernels"]
+    expected = {(k, d) for k in EDGE_KERNELS for d in (("u32",) if k == "copy" else dtypes)}
+    assert {(r["kernel"], r["dtype"]) for r in rows} == expected
+    for row in rows:
+        assert row["correct"], row
+        assert row["timing"] == "timestamp"
+        assert 0 < row["min_s"] <= row["p50_s"] <= row["p90_s"] <= row["p99_s"]
+        assert math.isfinite(row["variation"]) and row["variation"] >= 0
+        assert row["dispatches"] >= SMALL["min_iterations"] * row["tries"]
+    # exact kernels are bit-exact; float kernels within their tolerance
+    assert all(r["max_abs_error"] == 0 for r in rows if r["kernel"].startswith(("peak", "copy")))
+    # the SPIR-V path: glslc wrote the modules into the build folder, and they ran
+    spv = record.summary["spirv_files"]
+    assert spv and all(Path(p).is_file() and Path(p).read_bytes()[:4] == b"\x03\x02\x23\x07" for p in spv)
+    # telemetry: metrics in the record, the .prom file valid, artifacts written
+    assert record.metric("fleetbench_edge_kernel_correct", kernel="gemm_vec4_spirv", dtype="float32", size="128") == 1
+    assert record.metric(
+        "fleetbench_edge_kernel_latency_seconds_count",
+        kernel="softmax",
+        dtype="float32",
+        size="48x200",
+        timing="timestamp",
+    ) == next(r["dispatches"] for r in rows if (r["kernel"], r["dtype"]) == ("softmax", "float32"))
+    peak = record.metric(
+        "fleetbench_edge_kernel_achieved_flop_per_second",
+        kernel="peak_fma",
+        dtype="float32",
+        size="3wgx64",
+        timing="timestamp",
+    )
+    assert peak is not None and peak > 0
+    ratio = record.summary["gemm_peak_ratio"]["gemm_vec4 float32 128"]
+    assert ratio == pytest.approx(
+        record.metric("fleetbench_edge_gemm_peak_ratio", kernel="gemm_vec4", dtype="float32", size="128")
+    )
+    assert (
+        record.metric(
+            "fleetbench_edge_adapter_info",
+            vendor=adapter.vendor,
+            adapter_type=adapter.adapter_type,
+            driver=adapter.driver,
+            shader_f16="yes" if adapter.has("shader-f16") else "no",
+            timestamp_query="yes",
+            subgroups="yes" if adapter.has("subgroup") else "no",
+            cooperative_matrix=adapter.cooperative_matrix_label,
+        )
+        == 1
+    )
+    run_dir = tmp_path / "results" / "all"
+    assert promtool_problems(run_dir / "fleetbench_edge_rank0.prom") == ""
+    table = json.loads((run_dir / "edge_results.json").read_text())
+    assert len(table["kernels"]) == len(rows) and table["adapter"]["vulkan_extensions"]
+    assert (run_dir / "edge_results.csv").read_text().count("\n") == len(rows) + 1
+    pngs = sorted(p.name for p in run_dir.glob("edge_latency_*.png"))
+    assert pngs == sorted(f"edge_latency_{k}.png" for k in EDGE_KERNELS)
+    assert all((run_dir / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert [r.run_id for r in read_records(run_dir)] == ["all"]
+
+
+@pytest.mark.vulkan
+def test_wallclock_path_times_a_synchronised_submit(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
+    from fleetbench.edge.runner import run_edge
+
+    record = run_edge(
+        config(tmp_path, "wall", timing="wallclock", kernels=["silu", "copy"], dtypes=["float32"]), _console()
+    )
+    rows = record.summary["kernels"]
+    assert [r["timing"] for r in rows] == ["wallclock", "wallclock"] and all(r["correct"] for r in rows)
+    assert record.summary["timestamp_period_ns"] is None
+    assert record.metric(
+        "fleetbench_edge_kernel_latency_percentile_seconds",
+        kernel="copy",
+        dtype="u32",
+        size="1MiB",
+        timing="wallclock",
+        percentile="p90",
+    ) == pytest.approx(rows[1]["p90_s"])
+
+
+@pytest.mark.vulkan
+def test_timestamp_and_wallclock_agree_on_a_long_dispatch(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
+    # Timestamps bracket the GPU work only; the host clock adds submit and wake-up overhead, so it can be
+    # larger but not smaller (within jitter) and not wildly larger on a dispatch of tens of milliseconds.
+    if not adapter.has("timestamp-query"):
+        pytest.skip(f"{adapter.device} has no timestamp-query")
+    wgpu = optional_module("wgpu")
+    device = gpu.open_device(gpu.select_adapter("vulkan", None, "high-performance"), ["timestamp-query"])
+    cfg = EdgeConfig(peak_workgroups=16, peak_iterations=1024)
+    (problem,) = kernels.build_problems(cfg, ["peak_fma"], ["float32"], adapter.limits)
+    code = kernels.wgsl_prelude("float32") + kernels.source_path(_kernels_dir(), problem.spec).read_text()
+    module = device.create_shader_module(code=code)
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+    usage = wgpu.BufferUsage
+    params = device.create_buffer_with_data(data=problem.params, usage=usage.UNIFORM)
+    out = device.create_buffer(size=problem.output_nbytes, usage=usage.STORAGE | usage.COPY_SRC)
+    group = device.create_bind_group(
+        layout=pipeline.get_bind_group_layout(0),
+        entries=[
+            {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate([params, out])
+        ],
+    )
+    stamps = timing.DispatchTimer(device, pipeline, group, problem.groups, "timestamp", gpu.timestamp_period_ns(device))
+    clock = timing.DispatchTimer(device, pipeline, group, problem.groups, "wallclock")
+    clock.run_once()
+    gpu_s, host_s = [], []
+    for _ in range(5):  # interleaved, so load on the machine hits both alike
+        gpu_s += stamps.sample(1)
+        host_s += clock.sample(1)
+    assert kernels.compare(problem, device.queue.read_buffer(out))[2]
+    assert statistics.median(host_s) > 0.5 * statistics.median(gpu_s)
+    assert statistics.median(host_s) < 20 * statistics.median(gpu_s) + 0.05
+
+
+@pytest.mark.vulkan
+def test_a_wrong_kernel_fails_the_run_and_says_which(
+    adapter: gpu.AdapterReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "kernels"
+    shutil.copytree(_kernels_dir(), broken)
+    source = broken / "silu.wgsl"
+    text = source.read_text()
+    assert "v / (vec4<f32>(1.0) + exp(-v))" in text
+    source.write_text(text.replace("v / (vec4<f32>(1.0) + exp(-v))", "v / (vec4<f32>(1.0) + exp(v))"))
+    monkeypatch.setenv(KERNELS_ENV, str(broken))
+    from fleetbench.edge.runner import run_edge
+
+    with pytest.raises(UserError, match=r"wrong results: silu float32 4K \(max rel error") as caught:
+        run_edge(config(tmp_path, "wrong", kernels=["silu", "copy"], dtypes=["float32"]), _console())
+    assert caught.value.exit_code == 1
+    (record,) = read_records(tmp_path / "results" / "wrong")
+    assert record.status == "failed" and "silu float32" in (record.error or "")
+    assert record.metric("fleetbench_edge_kernel_correct", kernel="silu", dtype="float32", size="4K") == 0
+    assert record.metric("fleetbench_edge_kernel_correct", kernel="copy", dtype="u32", size="1MiB") == 1
+
+
+@pytest.mark.vulkan
+def test_adapter_limits_are_checked_before_anything_is_allocated(adapter: gpu.AdapterReport) -> None:
+    limit = adapter.limits["max-storage-buffer-binding-size"]
+    n = next(n for n in range(128, 16385, 128) if n * n * 4 > limit)
+    (problem,) = kernels.build_problems(EdgeConfig(gemm_sizes=[n]), ["gemm_vec4"], ["float32"], adapter.limits)
+    with pytest.raises(
+        UserError,
+        match=r"max-storage-buffer-binding-size\); accepted: edge.gemm_sizes multiples "
+        r"of 128 up to \d+",
+    ):
+        kernels.check_limits(problem, adapter.limits, adapter.device)
+    largest = int(str(problem.accepted).split("up to ")[1].split()[0])
+    assert largest * largest * 4 <= limit < (largest + 128) ** 2 * 4
+
+
+@pytest.mark.vulkan
+def test_demo_stage_runs_the_quick_set(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
+    from fleetbench.edge.runner import QUICK, run_edge_stage
+
+    cfg = FleetbenchConfig(
+        run=RunConfig(results_dir=tmp_path, run_id="demo"), edge=EdgeConfig(spirv_dir=tmp_path / "spirv")
+    )
+    record = run_edge_stage(cfg, _console())
+    assert record.status == "ok" and record.benchmark == "edge"
+    kernels_run = [r["kernel"] for r in record.summary["kernels"]]
+    expected = [k for k in QUICK["kernels"] if spirv.glslc() is not None or not k.endswith("_spirv")]
+    assert kernels_run == expected
+    assert record.config["gemm_sizes"] == [256] and record.config["spirv_dir"] == str(tmp_path / "spirv")
+
+
+@pytest.mark.vulkan
+def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_asked(
+    adapter: gpu.AdapterReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleetbench.edge.runner import plan_edge
+
+    monkeypatch.setenv("FLEETBENCH_GLSLC", str(tmp_path / "no-glslc"))
+    base = {**SMALL, "backend": "vulkan", "dtypes": ["float32"]}
+    plan = plan_edge(EdgeConfig.model_validate(base), _console())
+    assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
+    assert {c.problem.spec.name for c in plan.compiled} == {k for k in EDGE_KERNELS if not k.endswith("_spirv")}
+    with pytest.raises(UserError, match="glslc not found"):
+        plan_edge(EdgeConfig.model_validate({**base, "kernels": ["peak_fma_spirv"]}), _console())
+
+
+# --- without a GPU ------------------------------------------------------------------------------------
+def test_spirv_builds_once_per_source_and_flags(tmp_path: Path) -> None:
+    assert spirv.glslc() is not None, "glslc missing: make setup installs it (Debian package glslc)"
+    source = tmp_path / "k.comp"
+    source.write_text((_kernels_dir() / "glsl" / "peak_fma.comp").read_text())
+    first = spirv.build(source, "float32", tmp_path / "out")
+    again = spirv.build(source, "float32", tmp_path / "out")
+    half = spirv.build(source, "float16", tmp_path / "out")
+    assert first == again and first != half and first.read_bytes() != half.read_bytes()
+    source.write_text(source.read_text().replace("uint m = base", "uint m = 1u + base"))
+    assert spirv.build(source, "float32", tmp_path / "out") != first
+    source.write_text("#version 450\nvoid main() { this is not glsl }\n")
+    with pytest.raises(UserError, match=r"glslc failed on .*k.comp \(float32\)"):
+        spirv.build(source, "float32", tmp_path / "out")
+    assert not list((tmp_path / "out").glob(".*tmp"))
+
+
+def test_statistics_match_numpy() -> None:
+    rng = np.random.default_rng(1)
+    values = list(rng.exponential(size=101))
+    for q in (50, 90, 99):
+        assert timing.percentile(values, q) == pytest.approx(float(np.percentile(values, q)))
+    assert timing.coefficient_of_variation([1.0, 1.0, 1.0]) == 0
+    assert timing.coefficient_of_variation([1.0, 3.0]) == pytest.approx(np.std([1, 3], ddof=1) / 2)
+    assert timing.trimmed_mean([100.0, *[1.0] * 8, 0.0], 0.1) == 1.0
+
+
+def test_tries_stop_when_the_median_is_stable_or_the_bound_is_hit() -> None:
+    steady = iter([[1.0, 1.0], [1.01, 1.0], [1.0, 0.99], [5.0]])
+    m = timing.measure_until_stable(lambda: next(steady), "wallclock", 3, 6, 0.05)
+    assert m.stable and len(m.tries) == 3 and m.variation < 0.05
+    noisy = iter([[1.0], [2.0], [1.0], [2.0], [1.0], [2.0], [9.0]])
+    m = timing.measure_until_stable(lambda: next(noisy), "wallclock", 2, 5, 0.05)
+    assert not m.stable and len(m.tries) == 5 and m.variation > 0.3
+
+
+def test_peak_probe_reference_counts_every_step() -> None:
+    cfg = EdgeConfig(peak_workgroups=2, peak_iterations=16)
+    limits = {
+        "max-compute-workgroups-per-dimension": 65535,
+        "max-storage-buffer-binding-size": 1 << 27,
+        "max-buffer-size": 1 << 28,
+    }
+    (problem,) = kernels.build_problems(cfg, ["peak_fma"], ["float16"], limits)
+    ref = problem.reference()
+    # invocation 0 starts its 32 lanes at 0/256 .. 31/256 and adds 16 * (1/16)
+    assert ref[0] == pytest.approx(sum(m / 256 for m in range(32)) + 32)
+    assert problem.flops == 2 * 256 * 16 * 32 * 2
+    # one step short would be off by 32/16 = 2: the exact comparison catches it
+    short = (ref - 2.0).astype(np.float32).tobytes()
+    assert kernels.compare(problem, short)[2] is False
+    assert kernels.compare(problem, ref.astype(np.float32).tobytes())[2] is True
+
+
+def test_kernels_dir_override_must_exist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from fleetbench.edge import paths
+
+    monkeypatch.setenv(KERNELS_ENV, str(tmp_path / "nope"))
+    with pytest.raises(UserError, match=f"{KERNELS_ENV}=.*nope is not a folder"):
+        paths.kernels_dir()
+    monkeypatch.delenv(KERNELS_ENV)
+    assert (paths.kernels_dir() / "gemm_vec4.wgsl").is_file()
+
+
+def _kernels_dir() -> Path:
+    return Path(__file__).resolve().parents[1] / "mobile" / "kernels"
+
+
+def _console():  # type: ignore[no-untyped-def]
+    from rich.console import Console
+
+    return Console(stderr=True, width=140)
