@@ -1,0 +1,131 @@
+"""`fleetbench train`: the FSDP2 trainer. Launches torchrun itself, or trains as one rank under torchrun.
+
+fleetbench train --nproc 2                          # this node, 2 ranks (gloo on CPU, NCCL on GPUs)
+fleetbench train --preset seed --nproc 4            # the reference workload on 4 GPUs
+fleetbench train --nnodes 2 --node-rank 1 --rdzv-endpoint node0:29400
+torchrun --nproc-per-node 2 -m fleetbench train     # torchrun directly: each process is one rank
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from rich.console import Console
+
+from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.cli.parser import OneLineParser
+from fleetbench.errors import UserError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_run_options(parser)
+    group = parser.add_argument_group("training (each flag is a shortcut for --set train.KEY=VALUE)")
+    group.add_argument("--preset", help="tiny (CPU default), small, seed (the reference workload), 1b")
+    group.add_argument("--steps", type=int, help="steps to train (default: the preset's)")
+    group.add_argument("--device", help="auto, cpu or cuda (default: auto)")
+    group.add_argument(
+        "--resume",
+        action="store_true",
+        default=None,
+        help="continue from the newest checkpoint (of --run-id, else of the newest run)",
+    )
+    launch = parser.add_argument_group("launch (torchrun, c10d rendezvous)")
+    launch.add_argument("--nproc", type=int, metavar="N", help="ranks on this node (default: GPUs, or 2 on CPU)")
+    launch.add_argument("--nnodes", type=int, metavar="N", help="nodes in the job (default: 1)")
+    launch.add_argument("--node-rank", type=int, metavar="N", help="this node's index; 0 hosts the rendezvous")
+    launch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="node 0's rendezvous address (multi-node)")
+    launch.add_argument("--max-restarts", type=int, metavar="N", help="torchrun restarts after a failure")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "train",
+        help="train a transformer with FSDP2 (torchrun; CPU gloo or GPU NCCL)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.train.launch import launch, write_worker_error
+    from fleetbench.train.loop import Terminated, run_worker
+    from fleetbench.train.parallel import DistEnv
+
+    flags = {
+        "train.preset": (args.preset, "--preset"),
+        "train.steps": (args.steps, "--steps"),
+        "train.device": (args.device, "--device"),
+        "train.resume": (args.resume, "--resume"),
+        "train.nproc": (args.nproc, "--nproc"),
+        "train.nnodes": (args.nnodes, "--nnodes"),
+        "train.node_rank": (args.node_rank, "--node-rank"),
+        "train.rdzv_endpoint": (args.rdzv_endpoint, "--rdzv-endpoint"),
+        "train.max_restarts": (args.max_restarts, "--max-restarts"),
+    }
+    config = config_from_args(args, flags)
+    if not DistEnv.from_environ().launched:
+        record = launch(config, console)
+        if record is not None:
+            console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}", markup=False)
+        else:
+            console.print("training finished; rank 0 ran on another node and wrote the run's records there")
+        return 0
+    try:  # one rank under torchrun
+        run_worker(config, console)
+    except UserError as exc:
+        write_worker_error(exc, exc.exit_code)
+        raise
+    except Terminated:
+        return 143
+    except Exception as exc:
+        write_worker_error(exc, 1)
+        if not peer_failed(exc):
+            raise
+        # Another rank died (killed, OOM, crashed): its own report is the one that matters; this
+        # rank says so in one line instead of a traceback through the collective that noticed.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        console.print(
+            f"rank {os.environ.get('RANK', '?')}: a peer rank failed ({first[:160]}); "
+            "torchrun stops or restarts the job",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    return 0
+
+
+PEER_FAILURE_MARKERS = (
+    "Connection reset by peer",
+    "Connection closed by peer",
+    "Broken pipe",
+    "NCCL communicator was aborted",
+)
+
+
+def peer_failed(exc: BaseException) -> bool:
+    return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in PEER_FAILURE_MARKERS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m fleetbench.train ...`: the same command without the rest of the CLI (what torchrun runs)."""
+    from fleetbench.train.launch import ERROR_DIR_ENV
+
+    console = Console(stderr=True)
+    parser = OneLineParser(
+        prog="fleetbench train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_arguments(parser)
+    try:
+        return handle(parser.parse_args(argv), console)
+    except UserError as exc:
+        if not os.environ.get(ERROR_DIR_ENV):  # under our launcher, the launcher prints the line once
+            print(f"fleetbench: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fleetbench: interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,148 @@
+"""Distributed checkpoints (torch.distributed.checkpoint): model, optimizer, data position, RNG.
+
+Layout: <checkpoint_dir>/step_00000012/ holds a DCP checkpoint taken after 12 completed steps. A
+save goes to `step_N.partial/` and rank 0 renames it once every rank has written its shards, so a
+rank killed mid-save never leaves a folder that looks complete. Resume loads the newest complete
+folder; DCP reshards it, so a checkpoint from N ranks loads on M. On a shared file system (needed
+for multi-node) every rank reads and writes the same folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+
+from fleetbench.errors import UserError
+
+STEP_DIR = re.compile(r"^step_(\d{8})$")
+METADATA = ".metadata"
+
+
+def step_dir_name(step: int) -> str:
+    return f"step_{step:08d}"
+
+
+def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
+    """(steps done, folder) of every complete checkpoint, oldest first."""
+    if not root.is_dir():
+        return []
+    found = []
+    for path in root.iterdir():
+        match = STEP_DIR.match(path.name)
+        if match and (path / METADATA).is_file():
+            found.append((int(match.group(1)), path))
+    return sorted(found)
+
+
+def _rng_state(device: torch.device) -> dict[str, torch.Tensor]:
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+class Checkpointer:
+    def __init__(self, root: Path, keep: int, rank: int, device: torch.device) -> None:
+        self.root = root
+        self.keep = keep
+        self.rank = rank
+        self.device = device
+
+    def latest(self) -> tuple[int, Path] | None:
+        found = complete_checkpoints(self.root)
+        return found[-1] if found else None
+
+    def save(
+        self, steps_done: int, model: nn.Module, optimizer: torch.optim.Optimizer, train_state: dict[str, Any]
+    ) -> float:
+        """Write a checkpoint after `steps_done` steps; returns the seconds it took (all ranks)."""
+        start = time.perf_counter()
+        final = self.root / step_dir_name(steps_done)
+        partial = final.with_name(final.name + ".partial")
+        if self.rank == 0:
+            self.root.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(partial, ignore_errors=True)  # left by a rank killed while saving
+        dist.barrier()
+        state = {
+            "model": get_model_state_dict(model),
+            "optim": get_optimizer_state_dict(model, optimizer),
+            "train": json.dumps(train_state, sort_keys=True),
+            "rng": {f"rank{self.rank}": _rng_state(self.device)},
+        }
+        dcp.save(state, checkpoint_id=str(partial))
+        dist.barrier()
+        if self.rank == 0:
+            shutil.rmtree(final, ignore_errors=True)
+            partial.rename(final)
+            self._prune()
+        dist.barrier()
+        return time.perf_counter() - start
+
+    def _prune(self) -> None:
+        if self.keep <= 0:
+            return
+        for _step, path in complete_checkpoints(self.root)[: -self.keep]:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def load(self, path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+        """Restore model, optimizer and this rank's RNG in place; returns the saved train state."""
+        saved_keys = set(FileSystemReader(str(path)).read_metadata().state_dict_metadata)
+        rng_key = f"rank{self.rank}"
+        state: dict[str, Any] = {
+            "model": get_model_state_dict(model),
+            "optim": get_optimizer_state_dict(model, optimizer),
+            "train": "",
+        }
+        has_rng = any(key.startswith(f"rng.{rng_key}.") for key in saved_keys)
+        if has_rng:
+            state["rng"] = {rng_key: _rng_state(self.device)}
+        try:
+            dcp.load(state, checkpoint_id=str(path))
+        except Exception as exc:  # DCP wraps per-rank failures; the first line names the mismatch
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(
+                f"checkpoint {path} does not fit this model/optimizer ({first[:200]}); resume "
+                "with the preset and model fields it was written with"
+            ) from None
+        set_model_state_dict(model, state["model"])
+        set_optimizer_state_dict(model, optimizer, optim_state_dict=state["optim"])
+        if has_rng:
+            torch.set_rng_state(state["rng"][rng_key]["cpu"])
+            if "cuda" in state["rng"][rng_key]:
+                torch.cuda.set_rng_state(state["rng"][rng_key]["cuda"], self.device)
+        train_state: dict[str, Any] = json.loads(state["train"])
+        train_state["rng_restored"] = has_rng
+        return train_state
+
+
+def find_resumable_run(results_root: Path) -> str:
+    """The run folder under `results_root` whose newest complete training checkpoint is the most recent."""
+    best: tuple[float, str] | None = None
+    for run_dir in results_root.iterdir() if results_root.is_dir() else []:
+        found = complete_checkpoints(run_dir / "checkpoints")
+        if found:
+            written = found[-1][1].stat().st_mtime
+            if best is None or written > best[0]:
+                best = (written, run_dir.name)
+    if best is None:
+        raise UserError(
+            f"--resume: no run under {results_root} has a complete checkpoint; accepted: --run-id of "
+            "a run that saved one (train.checkpoint_every), or train.checkpoint_dir"
+        )
+    return best[1]

@@ -1,0 +1,93 @@
+"""Model FLOPs per token, peak FLOP/s per device, and MFU, the way torchtitan counts them.
+
+FLOPs/token = 6 x (non-embedding parameters) + 12 x layers x heads x head_dim x seq_len: forward
+plus backward of every weight matmul (2 + 4 FLOPs per parameter and token) and of the two attention
+matmuls (full, not causal, attention is counted, as torchtitan does). MFU = FLOPs/token x tokens/s
+per device / peak FLOP/s per device. A GPU missing from the peak table gets no MFU and a warning;
+never a number computed against a guessed peak.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from fleetbench.train.config import ModelShape
+from fleetbench.train.model import param_counts
+
+# Dense (no sparsity) tensor-core peaks in bf16, per device as torch enumerates it. Order matters:
+# the first pattern that matches the device name wins, so variants come before the family name.
+BF16_PEAK_FLOPS: tuple[tuple[str, str, float], ...] = (
+    (r"\bA100\b", "NVIDIA A100", 312e12),
+    (r"\bH100\b.*\bNVL\b", "NVIDIA H100 NVL", 835e12),
+    (r"\bH100\b.*\bPCIe\b", "NVIDIA H100 PCIe", 756e12),
+    (r"\bH100\b", "NVIDIA H100 SXM", 989e12),
+    (r"\bH200\b.*\bNVL\b", "NVIDIA H200 NVL", 835e12),
+    (r"\bH200\b", "NVIDIA H200 SXM", 989e12),
+    (r"\bB200\b", "NVIDIA B200", 2.25e15),
+    (r"\bL40S\b", "NVIDIA L40S", 362e12),
+    (r"\bMI300X\b", "AMD Instinct MI300X", 1.3e15),
+    (r"\bMI325X\b", "AMD Instinct MI325X", 1.3e15),
+)
+
+
+@dataclass(frozen=True)
+class Peak:
+    flop_per_second: float
+    source: str  # "table: NVIDIA H200 SXM (bf16 dense)", "measured: fp32 matmul", "config: train.peak_flops"
+
+
+def flops_per_token(shape: ModelShape, seq_len: int) -> int:
+    _total, non_embedding = param_counts(shape)
+    return 6 * non_embedding + 12 * shape.layers * shape.heads * shape.head_dim * seq_len
+
+
+def table_peak(device_name: str) -> Peak | None:
+    """The bf16 dense peak of a known GPU, or None."""
+    for pattern, label, peak in BF16_PEAK_FLOPS:
+        if re.search(pattern, device_name, flags=re.IGNORECASE):
+            return Peak(peak, f"table: {label} (bf16 dense)")
+    return None
+
+
+def mfu(flop_per_token: float, device_tokens_per_second: float, peak: Peak | None) -> float | None:
+    if peak is None or peak.flop_per_second <= 0:
+        return None
+    return flop_per_token * device_tokens_per_second / peak.flop_per_second
+
+
+def measured_cpu_peak(
+    dtype_name: str, threads: int, sizes: tuple[int, ...] = (512, 1024), min_run_time_s: float = 0.2
+) -> Peak:
+    """Best achieved matmul FLOP/s on this process's threads (all ranks measure at the same time)."""
+    import torch
+
+    from fleetbench.devices import resolve_device
+    from fleetbench.probes.compute import matmul_probe
+
+    device = resolve_device("cpu")
+    dtype = getattr(torch, dtype_name)
+    best = max(matmul_probe(n, dtype, device, min_run_time_s, threads).flop_per_second for n in sizes)
+    return Peak(best, f"measured: {dtype_name} matmul, {threads} thread(s)")
+
+
+def resolve_peak(
+    backend: str, device_name: str, compute_dtype: str, threads: int, configured: float | None
+) -> tuple[Peak | None, str | None]:
+    """The peak MFU divides by, and a warning when there is none."""
+    if configured is not None:
+        return Peak(configured, "config: train.peak_flops"), None
+    if backend == "cpu":
+        return measured_cpu_peak(compute_dtype, threads), None
+    if compute_dtype != "bfloat16":
+        return None, (
+            f"no MFU: the peak table holds bf16 dense peaks and this run computes in {compute_dtype}; "
+            "set train.mixed_precision=true, or give the peak with train.peak_flops"
+        )
+    peak = table_peak(device_name)
+    if peak is None:
+        return None, (
+            f"no MFU: {device_name!r} is not in the peak table (fleetbench.train.flops); "
+            "give its bf16 dense peak FLOP/s with train.peak_flops"
+        )
+    return peak, None

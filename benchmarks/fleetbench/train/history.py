@@ -1,0 +1,56 @@
+"""Per-step history of a training run: rank 0 appends one JSON line per logged step.
+
+`results/<run_id>/train_steps.jsonl` survives restarts (an attempt that resumes appends after the
+one that died), so the plot and anyone comparing runs see the whole run. When a step was run twice
+(after a resume from an earlier checkpoint) the latest attempt's row wins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+HISTORY_FILE = "train_steps.jsonl"
+
+
+@dataclass(frozen=True)
+class StepRow:
+    step: int  # steps completed, 1-based
+    loss: float
+    grad_norm: float
+    step_s: float  # mean wall time per step over the log interval
+    data_s: float  # mean time per step spent producing the batch
+    tokens_per_s: float  # whole job
+    device_tokens_per_s: float
+    tflops_per_device: float
+    mfu: float | None
+    peak_memory_bytes: int
+    lr: float
+    attempt: int  # torchrun restart count
+
+
+class HistoryWriter:
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / HISTORY_FILE
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def append(self, row: StepRow) -> None:
+        os.write(self._fd, (json.dumps(asdict(row)) + "\n").encode())
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_history(run_dir: Path) -> list[StepRow]:
+    path = run_dir / HISTORY_FILE
+    if not path.is_file():
+        return []
+    latest: dict[int, StepRow] = {}
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                row = StepRow(**json.loads(line))
+                latest[row.step] = row
+    return [latest[step] for step in sorted(latest)]

@@ -1,0 +1,253 @@
+"""`fleetbench train` as the launcher: check everything that can be checked, then torchrun the ranks.
+
+Bad input fails here, before any rank starts, as one line (unknown preset, sizes that cannot work,
+more ranks than devices, a rendezvous endpoint that does not answer within `rdzv_timeout_s`).
+torchrun's elastic agent runs in this process (torch.distributed.run), launching
+`python -m fleetbench.train` per rank with c10d rendezvous; ranks report their one-line errors
+through files, so a failed rank surfaces here as that line and an exit status, not as a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.errors import UserError
+from fleetbench.fsutil import ensure_writable_dir
+from fleetbench.results.record import ResultRecord
+from fleetbench.results.store import RECORDS_FILE, read_records
+from fleetbench.runinfo import new_run_id
+from fleetbench.train.checkpoint import find_resumable_run
+from fleetbench.train.config import TrainConfig, resolve_plan
+
+ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
+WORKER_MODULE = "fleetbench.train"
+
+_PROBE = """
+import sys
+from datetime import timedelta
+from torch.distributed import TCPStore
+store = TCPStore(sys.argv[1], int(sys.argv[2]), is_master=False, timeout=timedelta(seconds=float(sys.argv[3])))
+store.check(["fleetbench-rendezvous-probe"])
+"""
+
+
+def probe_rendezvous(endpoint: str, timeout_s: float) -> None:
+    """Prove node 0's c10d store answers, in a child process we can kill: a peer that accepts the
+    connection but never replies would otherwise hang the store client, and torchrun with it."""
+    host, port = endpoint.rsplit(":", 1)
+    host = host.strip("[]")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, host, port, str(timeout_s)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=timeout_s + 10,
+        )
+    except subprocess.TimeoutExpired:
+        done = None
+    if done is None or done.returncode != 0:
+        raise UserError(
+            f"rendezvous endpoint {endpoint} did not answer within {timeout_s:g} s; start node 0 "
+            "(NODE_RANK=0) first and check RDZV_ENDPOINT=HOST:PORT and the firewall, or raise "
+            "train.rdzv_timeout_s"
+        )
+
+
+def worker_threads(cfg: TrainConfig, nproc: int) -> int:
+    from fleetbench.train.parallel import usable_cpu_cores
+
+    return cfg.threads or max(1, usable_cpu_cores() // nproc)
+
+
+def preflight(config: FleetbenchConfig) -> tuple[int, int]:
+    """Validate before launching; returns (ranks per node, world size)."""
+    import torch
+
+    from fleetbench.train.data import text_corpus
+    from fleetbench.train.memory import check_fits
+    from fleetbench.train.parallel import check_ranks_fit, default_local_ranks, uses_cuda
+
+    cfg = config.train
+    nproc = cfg.nproc or default_local_ranks(cfg.device)
+    world = nproc * cfg.nnodes
+    plan = resolve_plan(cfg, world)
+    check_ranks_fit(cfg.device, nproc)
+    if cfg.node_rank >= cfg.nnodes:
+        raise UserError(f"NODE_RANK={cfg.node_rank} is not below NNODES={cfg.nnodes}; accepted: 0 .. {cfg.nnodes - 1}")
+    if cfg.nnodes > 1 and not cfg.rdzv_endpoint:
+        raise UserError(
+            f"NNODES={cfg.nnodes} needs RDZV_ENDPOINT=HOST:PORT, the address of node 0 (NODE_RANK=0) "
+            "that every node can reach"
+        )
+    if plan.data == "text":
+        corpus = text_corpus()
+        if len(corpus.tokens) <= plan.seq_len + 1:
+            raise UserError(
+                f"train.seq_len={plan.seq_len} is longer than the text corpus ({len(corpus.tokens)} "
+                f"bytes); accepted: seq_len < {len(corpus.tokens) - 1}, or data=random"
+            )
+    cuda = uses_cuda(cfg.device)
+    bf16 = cfg.mixed_precision if cfg.mixed_precision is not None else (cuda and cfg.fsdp)
+    check_fits(plan, cfg, torch.device("cuda", 0) if cuda else torch.device("cpu"), nproc, bf16)
+    ensure_writable_dir(config.run.results_dir, "results dir", "--results-dir")
+    if cfg.checkpoint_dir is not None and (cfg.checkpoint_every or cfg.checkpoint_final):
+        ensure_writable_dir(cfg.checkpoint_dir, "checkpoint dir", "--set train.checkpoint_dir=DIR")
+    return nproc, world
+
+
+@contextmanager
+def patched_environ(values: dict[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def torchrun_args(cfg: TrainConfig, nproc: int, rdzv_id: str, config_path: Path) -> list[str]:
+    single_node = cfg.nnodes == 1
+    endpoint = cfg.rdzv_endpoint or "127.0.0.1:0"
+    rdzv_conf = f"join_timeout={int(cfg.rdzv_timeout_s)},read_timeout={int(cfg.rdzv_timeout_s)}"
+    rdzv_conf += f",is_host={'true' if cfg.node_rank == 0 else 'false'}"
+    args = [
+        "--nproc-per-node",
+        str(nproc),
+        "--nnodes",
+        str(cfg.nnodes),
+        "--max-restarts",
+        str(cfg.max_restarts),
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        endpoint,
+        "--rdzv-id",
+        rdzv_id,
+        "--rdzv-conf",
+        rdzv_conf,
+        "--monitor-interval",
+        "0.2",
+    ]
+    if single_node:
+        args += ["--local-addr", "127.0.0.1"]
+    return [*args, "--module", WORKER_MODULE, "--config", str(config_path)]
+
+
+def write_worker_error(exc: BaseException, exit_code: int) -> None:
+    """Called in a rank: leave the one-line reason where the launcher looks for it."""
+    folder = os.environ.get(ERROR_DIR_ENV)
+    if not folder:
+        return
+    rank = os.environ.get("RANK", "0")
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
+    path = Path(folder) / f"attempt{int(attempt):04d}-rank{int(rank):06d}.json"
+    path.write_text(
+        json.dumps(
+            {
+                "rank": int(rank),
+                "attempt": int(attempt),
+                "exit_code": exit_code,
+                "user_error": isinstance(exc, UserError),
+                "message": " ".join(message.split()),
+            }
+        )
+    )
+
+
+def failure_from_ranks(error_dir: Path, described: str) -> UserError:
+    """A rank's one-line user error (exit 2) when one reported it, else how the ranks ended (exit 1)."""
+    reports = [json.loads(p.read_text()) for p in sorted(error_dir.glob("attempt*-rank*.json"))]
+    if reports:
+        last_attempt = max(r["attempt"] for r in reports)
+        reports = [r for r in reports if r["attempt"] == last_attempt]
+    user = [r for r in reports if r["user_error"]]
+    if user:
+        return UserError(user[0]["message"], exit_code=2)
+    first = f"; rank {reports[0]['rank']} reported: {reports[0]['message'][:300]}" if reports else ""
+    return UserError(described + first, exit_code=1)
+
+
+def describe_child_failure(exc: BaseException) -> str:
+    failures = getattr(exc, "failures", {}) or {}
+    parts = []
+    for rank, failure in sorted(failures.items()):
+        code = getattr(failure, "exitcode", None)
+        if code is not None and code < 0:
+            name = signal.Signals(-code).name
+            hint = " (unasked, SIGKILL is usually the kernel's OOM killer: see dmesg)" if name == "SIGKILL" else ""
+            parts.append(f"rank {rank} killed by {name}{hint}")
+        else:
+            parts.append(f"rank {rank} exited with status {code}")
+    return "training failed: " + ("; ".join(parts) or str(exc).strip().splitlines()[0])
+
+
+def launch(config: FleetbenchConfig, console: Console) -> ResultRecord | None:
+    """Run the training job from this node; returns rank 0's record when it is readable from here."""
+    from fleetbench.train.loop import run_worker
+
+    cfg = config.train
+    nproc, world = preflight(config)
+    run_id = config.run.run_id
+    if run_id is None and cfg.resume and cfg.checkpoint_dir is None:
+        run_id = find_resumable_run(config.run.results_dir)
+    # Nodes meet under one rendezvous id: the run id when the user named it (every node then has the
+    # same), else a fixed name; rank 0's run id then wins in every rank (parallel.broadcast_object).
+    rdzv_id = run_id if (run_id or cfg.nnodes == 1) else "fleetbench-train"
+    run_id = run_id or new_run_id()
+    rdzv_id = rdzv_id or run_id
+    config = config.model_copy(update={"run": config.run.model_copy(update={"run_id": run_id})})
+    if world == 1 and cfg.max_restarts == 0:
+        return run_worker(config, console)
+    if cfg.nnodes > 1 and cfg.node_rank > 0:
+        assert cfg.rdzv_endpoint is not None
+        console.print(
+            f"waiting for node 0's rendezvous at {cfg.rdzv_endpoint} (up to {cfg.rdzv_timeout_s:g} s)",
+            markup=False,
+            highlight=False,
+        )
+        probe_rendezvous(cfg.rdzv_endpoint, cfg.rdzv_timeout_s)
+    import torch.distributed.run as torchrun
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
+
+    with tempfile.TemporaryDirectory(prefix="fleetbench-train-") as scratch:
+        config_path = Path(scratch) / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False))
+        error_dir = Path(scratch) / "errors"
+        error_dir.mkdir()
+        env = {ERROR_DIR_ENV: str(error_dir), "OMP_NUM_THREADS": str(worker_threads(cfg, nproc))}
+        args = torchrun.parse_args(torchrun_args(cfg, nproc, rdzv_id, config_path))
+        try:
+            with patched_environ(env):
+                torchrun.run(args)
+        except ChildFailedError as exc:
+            raise failure_from_ranks(error_dir, describe_child_failure(exc)) from None
+        except RendezvousError as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UserError(
+                f"rendezvous at {cfg.rdzv_endpoint or 'this node'} failed within "
+                f"{cfg.rdzv_timeout_s:g} s ({type(exc).__name__}: {first[:200]}); check NNODES, "
+                "RDZV_ENDPOINT and that every node was started"
+            ) from None
+    run_dir = config.run.results_dir / run_id
+    if not (run_dir / RECORDS_FILE).is_file():
+        return None  # rank 0 ran on another node and wrote its record there
+    records = [r for r in read_records(run_dir) if r.benchmark == "train" and r.rank == 0 and r.status == "ok"]
+    return records[-1] if records else None

@@ -1,0 +1,539 @@
+"""The trainer: one process per rank, FSDP2 over the device mesh, metrics every `log_every` steps.
+
+Step N: batch (data time) -> forward, cross-entropy -> backward -> grad norm (clip) -> AdamW. At a
+log step rank 0 shows the row, every rank records its metrics through BenchmarkRun (pushed in the
+background), and rank 0 appends the row to the run's step history. Checkpoints are written every
+`checkpoint_every` steps; a restarted or `--resume`d run continues from the newest.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from rich.console import Console
+
+from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.devices import DeviceInfo
+from fleetbench.errors import UserError
+from fleetbench.results.record import ResultRecord
+from fleetbench.runinfo import host_name, new_run_id
+from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
+from fleetbench.telemetry.session import BenchmarkRun
+from fleetbench.train.checkpoint import Checkpointer, find_resumable_run
+from fleetbench.train.config import TrainConfig, TrainPlan, resolve_plan
+from fleetbench.train.data import TokenBatches
+from fleetbench.train.display import StepDisplay
+from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
+from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
+from fleetbench.train.memory import (
+    MemoryKnobs,
+    MemorySnapshot,
+    apply_memory_cap,
+    check_fits,
+    is_out_of_memory,
+    out_of_memory_message,
+    snapshot,
+)
+from fleetbench.train.model import Decoder, param_counts
+from fleetbench.train.parallel import (
+    DistEnv,
+    agree,
+    broadcast_object,
+    build_mesh,
+    build_model,
+    compute_dtype,
+    init_process_group,
+    pick_device,
+    threads_per_rank,
+)
+from fleetbench.train.plots import plot_history
+
+BENCHMARK = "train"
+
+
+class Terminated(Exception):
+    """SIGTERM arrived: torchrun stops the surviving ranks this way when another rank failed."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated("terminated by SIGTERM (torchrun stops every rank when one fails)")
+
+
+@dataclass
+class Interval:
+    """Accumulates the steps between two log rows."""
+
+    steps: int = 0
+    wall_s: float = 0.0
+    data_s: float = 0.0
+
+    def add(self, wall_s: float, data_s: float) -> None:
+        self.steps += 1
+        self.wall_s += wall_s
+        self.data_s += data_s
+
+
+@dataclass
+class Totals:
+    steps: int = 0
+    wall_s: float = 0.0
+    steady_steps: int = 0  # logged intervals after the first (warm-up) one
+    steady_wall_s: float = 0.0
+    telemetry_s: float = 0.0
+    console_s: float = 0.0
+    checkpoint_s: float = 0.0
+    checkpoints: int = 0
+    rows: list[StepRow] = field(default_factory=list)
+
+
+def lr_at(plan: TrainPlan, step: int) -> float:
+    if plan.warmup_steps and step < plan.warmup_steps:
+        return plan.lr * (step + 1) / plan.warmup_steps
+    return plan.lr
+
+
+def mean_across_ranks(value: torch.Tensor) -> float:
+    reduced = value.detach().float().clone()
+    dist.all_reduce(reduced)
+    return float(reduced) / dist.get_world_size()
+
+
+def grad_norm(model: Decoder, clip: float | None) -> torch.Tensor:
+    params = [p for p in model.parameters() if p.grad is not None]
+    norm = torch.nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"), foreach=True)
+    full = getattr(norm, "full_tensor", None)
+    return full() if full is not None else norm
+
+
+class Trainer:
+    def __init__(
+        self,
+        config: FleetbenchConfig,
+        plan: TrainPlan,
+        env: DistEnv,
+        device: DeviceInfo,
+        comm_backend: str,
+        threads: int,
+        console: Console,
+    ) -> None:
+        self.cfg: TrainConfig = config.train
+        self.plan = plan
+        self.env = env
+        self.device = device
+        self.comm_backend = comm_backend
+        self.threads = threads
+        self.console = console
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+        self.dtype = compute_dtype(self.cfg, device)
+        self.knobs = MemoryKnobs(
+            plan.batch_size,
+            plan.seq_len,
+            self.cfg.activation_checkpointing,
+            self.cfg.reshard_after_forward,
+            self.dtype != torch.float32,
+            self.world,
+            self.cfg.max_memory_gb,
+        )
+        self.flop_per_token = flops_per_token(plan.shape, plan.seq_len)
+        self.total_params, self.non_embedding_params = param_counts(plan.shape)
+        self.last_memory: MemorySnapshot | None = None
+        self._memory_deltas = (0, 0)  # allocator retries and OOMs since the previous log row
+
+    # --- helpers -----------------------------------------------------------------------------
+    def oom_error(self, exc: BaseException, where: str, metrics: MetricRecorder) -> UserError:
+        metrics.inc("fleetbench_train_ooms_total", 1)
+        return UserError(out_of_memory_message(exc, where, self.rank, self.device.name, self.knobs))
+
+    def note(self, text: str, style: str | None = None) -> None:
+        if self.rank == 0:
+            self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+    # --- the run -------------------------------------------------------------------------------
+    def run(self, run: BenchmarkRun) -> None:
+        cfg, plan, metrics = self.cfg, self.plan, run.metrics
+        cap = apply_memory_cap(cfg.max_memory_gb, self.device.torch_device)
+        mesh = build_mesh(cfg, self.env, self.device) if cfg.fsdp else None
+        try:
+            model = build_model(cfg, plan, mesh, self.device)
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise self.oom_error(exc, "while building the model", metrics) from None
+            raise
+        optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=cfg.weight_decay)
+        data = TokenBatches(
+            plan.data,
+            plan.shape.vocab_size,
+            plan.seq_len,
+            plan.batch_size,
+            cfg.seed,
+            self.rank,
+            self.device.torch_device,
+        )
+        if data.corpus is not None:
+            agree("text corpus (Python version)", data.corpus.fingerprint)
+        checkpoint_root = cfg.checkpoint_dir or run.run_dir / "checkpoints"
+        checkpointer = Checkpointer(checkpoint_root, cfg.keep_checkpoints, self.rank, self.device.torch_device)
+        start_step = self.resume(checkpointer, model, optimizer, data, run)
+
+        dist.barrier()  # ranks measure the CPU peak together, as they will train: sharing the cores
+        peak, warning = resolve_peak(
+            self.device.backend, self.device.name, str(self.dtype).removeprefix("torch."), self.threads, cfg.peak_flops
+        )
+        if warning:
+            self.note(warning, style="yellow")
+        if peak is not None and peak.source.startswith("measured"):
+            # Ranks sharing a machine measure slightly different peaks; MFU must not differ by rank.
+            best = torch.tensor([peak.flop_per_second], dtype=torch.float64)
+            dist.all_reduce(best, op=dist.ReduceOp.MAX)
+            peak = Peak(float(best), peak.source + f", best of {self.world} rank(s)")
+        if peak is not None:
+            metrics.set("fleetbench_train_peak_flop_per_second", peak.flop_per_second)
+        self.note(
+            f"train: preset {plan.preset}, {self.total_params / 1e6:.2f}M params "
+            f"({self.non_embedding_params / 1e6:.2f}M non-embedding), {self.world} rank(s) on {self.device.name} "
+            f"({self.comm_backend}, {self.threads} thread(s)/rank), mesh {tuple(mesh.shape) if mesh else '-'}, "
+            f"{plan.global_batch} x {plan.seq_len} tokens/step, data {plan.data}, {self.dtype}, "
+            f"cap {cap or 'none'}, peak {peak.source if peak else 'none'}"
+        )
+        if cfg.max_restarts and not cfg.checkpoint_every:
+            self.note("max_restarts without train.checkpoint_every: a restart starts over at step 0", style="yellow")
+        totals = self.loop(run, model, optimizer, data, checkpointer, start_step, peak)
+        saved_at_end = bool(cfg.checkpoint_every) and plan.steps % cfg.checkpoint_every == 0
+        if cfg.checkpoint_final and not saved_at_end and start_step < plan.steps:
+            self.save(checkpointer, plan.steps, model, optimizer, data, totals, metrics)
+        self.summarise(run, totals, start_step, peak, checkpoint_root, mesh)
+
+    def resume(
+        self,
+        checkpointer: Checkpointer,
+        model: Decoder,
+        optimizer: torch.optim.Optimizer,
+        data: TokenBatches,
+        run: BenchmarkRun,
+    ) -> int:
+        cfg = self.cfg
+        if not (cfg.resume or self.env.restart_count > 0):
+            return 0
+        found = checkpointer.latest() if self.rank == 0 else None
+        latest = broadcast_object(None if found is None else (found[0], str(found[1])))
+        if latest is None:
+            if cfg.resume and self.env.restart_count == 0:
+                raise UserError(
+                    f"--resume: no complete checkpoint under {checkpointer.root}; accepted: a run "
+                    "that saved one (train.checkpoint_every or checkpoint_final), or no --resume"
+                )
+            self.note(f"restart {self.env.restart_count}: no checkpoint yet, starting at step 0")
+            return 0
+        steps_done, path = latest
+        state = checkpointer.load(Path(path), model, optimizer)
+        saved = state["data"]
+        now = data.state(steps_done, self.plan.global_batch)
+        for key in ("kind", "seed", "seq_len", "corpus"):
+            if saved.get(key) != now[key]:
+                raise UserError(
+                    f"checkpoint {path} was written with data {key}={saved.get(key)!r}, this run has "
+                    f"{now[key]!r}; accepted: resume with the same train.data/seed/seq_len, or a new run"
+                )
+        if saved.get("global_batch") != now["global_batch"]:
+            self.note(
+                f"resuming with a global batch of {now['global_batch']} sequences; the checkpoint "
+                f"used {saved.get('global_batch')} (the data stream continues, but not sample for sample)",
+                style="yellow",
+            )
+        next_step = int(state["next_step"])
+        self.note(
+            f"resumed from {path} at step {next_step} (attempt {self.env.restart_count}, "
+            f"rng {'restored' if state['rng_restored'] else 'not in checkpoint for this rank'})"
+        )
+        run.summary["resumed_from_step"] = next_step
+        if next_step >= self.plan.steps and cfg.resume and self.env.restart_count == 0:
+            raise UserError(
+                f"checkpoint {path} is at step {next_step}, already at train.steps={self.plan.steps}; "
+                "accepted: a larger train.steps to train further"
+            )
+        return next_step
+
+    def save(
+        self,
+        checkpointer: Checkpointer,
+        steps_done: int,
+        model: Decoder,
+        optimizer: torch.optim.Optimizer,
+        data: TokenBatches,
+        totals: Totals,
+        metrics: MetricRecorder,
+    ) -> None:
+        state = {
+            "next_step": steps_done,
+            "data": data.state(steps_done, self.plan.global_batch),
+            "preset": self.plan.preset,
+            "world_size": self.world,
+        }
+        seconds = checkpointer.save(steps_done, model, optimizer, state)
+        totals.checkpoint_s += seconds
+        totals.checkpoints += 1
+        metrics.set("fleetbench_train_checkpoint_seconds", seconds)
+        metrics.inc("fleetbench_train_checkpoints_total", 1)
+
+    def loop(
+        self,
+        run: BenchmarkRun,
+        model: Decoder,
+        optimizer: torch.optim.Optimizer,
+        data: TokenBatches,
+        checkpointer: Checkpointer,
+        start_step: int,
+        peak: Peak | None,
+    ) -> Totals:
+        cfg, plan, metrics = self.cfg, self.plan, run.metrics
+        totals = Totals()
+        interval = Interval()
+        history = HistoryWriter(run.run_dir) if self.rank == 0 else None
+        title = f"train {plan.preset} on {self.world} x {self.device.name}"
+        if self.device.backend == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device.torch_device)
+        display = StepDisplay(self.console, plan.steps, start_step, self.rank == 0, title)
+        try:
+            with display:
+                for step in range(start_step, plan.steps):
+                    steps_done = step + 1
+                    started = time.perf_counter()
+                    log_now = steps_done % cfg.log_every == 0 or steps_done == plan.steps
+                    try:
+                        loss, norm, data_s = self.train_step(model, optimizer, data, step, log_now)
+                    except Exception as exc:
+                        if is_out_of_memory(exc):
+                            raise self.oom_error(exc, f"in step {steps_done}", metrics) from None
+                        raise
+                    if log_now:
+                        self.device.synchronize()
+                    interval.add(time.perf_counter() - started, data_s)
+                    console_started = time.perf_counter()
+                    display.step(steps_done)
+                    totals.console_s += time.perf_counter() - console_started
+                    if log_now:
+                        assert norm is not None
+                        # The global loss is a collective: its time is mostly waiting for the slowest
+                        # rank, which the next step would wait for anyway, so it is not telemetry.
+                        loss_value, norm_value = mean_across_ranks(loss), float(norm)
+                        logged = time.perf_counter()
+                        row = self.row(steps_done, loss_value, norm_value, interval, peak, optimizer)
+                        self.record(metrics, row, interval)
+                        run.step_done()
+                        if history is not None:
+                            history.append(row)
+                        totals.telemetry_s += time.perf_counter() - logged
+                        console_started = time.perf_counter()
+                        display.log(row)
+                        totals.console_s += time.perf_counter() - console_started
+                        totals.rows.append(row)
+                        if totals.steps:  # every interval but the first, which holds the warm-up step
+                            totals.steady_steps += interval.steps
+                            totals.steady_wall_s += interval.wall_s
+                        totals.steps += interval.steps
+                        totals.wall_s += interval.wall_s + (time.perf_counter() - logged)
+                        interval = Interval()
+                    if cfg.checkpoint_every and steps_done % cfg.checkpoint_every == 0:
+                        self.save(checkpointer, steps_done, model, optimizer, data, totals, metrics)
+        finally:
+            if history is not None:
+                history.close()
+        return totals
+
+    def train_step(
+        self, model: Decoder, optimizer: torch.optim.Optimizer, data: TokenBatches, step: int, log_now: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+        """One optimiser step; returns the local loss, the grad norm (when clipping or logging), data time."""
+        started = time.perf_counter()
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(self.plan, step)
+        inputs, targets = data.batch(step)
+        data_s = time.perf_counter() - started
+        logits = model(inputs)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+        loss.backward()
+        norm = grad_norm(model, self.cfg.grad_clip) if (self.cfg.grad_clip or log_now) else None
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss, norm, data_s
+
+    def row(
+        self,
+        steps_done: int,
+        loss: float,
+        norm: float,
+        interval: Interval,
+        peak: Peak | None,
+        optimizer: torch.optim.Optimizer,
+    ) -> StepRow:
+        step_s = interval.wall_s / interval.steps
+        tokens_per_s = self.plan.tokens_per_step / step_s
+        device_tokens_per_s = tokens_per_s / self.world
+        memory = snapshot(self.device.torch_device)
+        self.last_memory, previous = memory, self.last_memory
+        self._memory_deltas = (
+            memory.alloc_retries - (previous.alloc_retries if previous else 0),
+            memory.ooms - (previous.ooms if previous else 0),
+        )
+        return StepRow(
+            step=steps_done,
+            loss=loss,
+            grad_norm=norm,
+            step_s=step_s,
+            data_s=interval.data_s / interval.steps,
+            tokens_per_s=tokens_per_s,
+            device_tokens_per_s=device_tokens_per_s,
+            tflops_per_device=self.flop_per_token * device_tokens_per_s / 1e12,
+            mfu=mfu(self.flop_per_token, device_tokens_per_s, peak),
+            peak_memory_bytes=memory.headline,
+            lr=float(optimizer.param_groups[0]["lr"]),
+            attempt=self.env.restart_count,
+        )
+
+    def record(self, metrics: MetricRecorder, row: StepRow, interval: Interval) -> None:
+        metrics.set("fleetbench_train_loss", row.loss)
+        metrics.set("fleetbench_train_grad_norm", row.grad_norm)
+        metrics.set("fleetbench_step_seconds", row.step_s)
+        metrics.inc("fleetbench_steps_total", interval.steps)
+        metrics.set("fleetbench_train_step", row.step)
+        metrics.set("fleetbench_train_data_seconds", row.data_s)
+        metrics.set("fleetbench_train_tokens_per_second", row.tokens_per_s)
+        metrics.set("fleetbench_train_device_tokens_per_second", row.device_tokens_per_s)
+        metrics.inc("fleetbench_train_tokens_total", interval.steps * self.plan.batch_size * self.plan.seq_len)
+        metrics.set("fleetbench_train_achieved_flop_per_second", row.tflops_per_device * 1e12)
+        if row.mfu is not None:
+            metrics.set("fleetbench_train_mfu_ratio", row.mfu)
+        memory = self.last_memory
+        assert memory is not None
+        if memory.peak_allocated is not None and memory.peak_reserved is not None:
+            metrics.set("fleetbench_memory_peak_allocated_bytes", memory.peak_allocated)
+            metrics.set("fleetbench_memory_peak_reserved_bytes", memory.peak_reserved)
+            retries, ooms = self._memory_deltas
+            metrics.inc("fleetbench_train_alloc_retries_total", retries)
+            metrics.inc("fleetbench_train_ooms_total", ooms)
+        metrics.set("fleetbench_process_peak_rss_bytes", memory.peak_rss)
+
+    def summarise(
+        self, run: BenchmarkRun, totals: Totals, start_step: int, peak: Peak | None, checkpoint_root: Path, mesh: Any
+    ) -> None:
+        plan = self.plan
+        steady_steps = totals.steady_steps or totals.steps
+        steady_wall = totals.steady_wall_s or totals.wall_s
+        tokens_per_s = plan.tokens_per_step * steady_steps / steady_wall if steady_wall else None
+        device_tokens_per_s = tokens_per_s / self.world if tokens_per_s else None
+        memory = self.last_memory or snapshot(self.device.torch_device)
+        rows = totals.rows
+        run.summary.update(
+            {
+                "preset": plan.preset,
+                "plan": {**asdict(plan), "shape": asdict(plan.shape)},
+                "world_size": self.world,
+                "mesh": list(mesh.shape) if mesh is not None else None,
+                "comm_backend": self.comm_backend,
+                "compute_dtype": str(self.dtype).removeprefix("torch."),
+                "threads_per_rank": self.threads,
+                "parameters": self.total_params,
+                "non_embedding_parameters": self.non_embedding_params,
+                "flop_per_token": self.flop_per_token,
+                "start_step": start_step,
+                "steps_run": totals.steps,
+                "final_step": rows[-1].step if rows else start_step,
+                "first_loss": rows[0].loss if rows else None,
+                "final_loss": rows[-1].loss if rows else None,
+                "tokens_per_s": tokens_per_s,
+                "device_tokens_per_s": device_tokens_per_s,
+                "steady_state_steps": steady_steps,
+                "tflops_per_device": (self.flop_per_token * device_tokens_per_s / 1e12)
+                if device_tokens_per_s
+                else None,
+                "mfu": mfu(self.flop_per_token, device_tokens_per_s, peak) if device_tokens_per_s else None,
+                "peak_flop_per_second": peak.flop_per_second if peak else None,
+                "peak_source": peak.source if peak else None,
+                "peak_memory_bytes": memory.headline,
+                "peak_reserved_bytes": memory.peak_reserved,
+                "peak_rss_bytes": memory.peak_rss,
+                "telemetry_overhead_ratio": totals.telemetry_s / totals.wall_s if totals.wall_s else None,
+                "console_overhead_ratio": totals.console_s / totals.wall_s if totals.wall_s else None,
+                "checkpoints_written": totals.checkpoints,
+                "checkpoint_seconds": totals.checkpoint_s,
+                "checkpoint_dir": str(checkpoint_root),
+                "attempt": self.env.restart_count,
+            }
+        )
+        run.summary.setdefault("resumed_from_step", None)
+        if self.rank != 0:
+            return
+        run.add_artifact(run.run_dir / HISTORY_FILE)
+        if self.cfg.plot:
+            history = read_history(run.run_dir)
+            if history:
+                run.add_artifact(
+                    plot_history(history, run.run_dir, f"{plan.preset}: {self.world} rank(s), {self.device.name}")
+                )
+        summary_line = (
+            f"done: {totals.steps} steps, loss {run.summary['first_loss']} -> {run.summary['final_loss']}, "
+            f"{(tokens_per_s or 0):,.0f} tok/s, telemetry {run.summary['telemetry_overhead_ratio'] or 0:.2%} "
+            f"of step time"
+        )
+        self.note(summary_line)
+
+
+def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
+    """Train as this process's rank (torchrun env) or as a world of one; returns this rank's record."""
+    cfg = config.train
+    env = DistEnv.from_environ()
+    plan = resolve_plan(cfg, env.world_size)
+    device, comm_backend = pick_device(cfg, env)
+    check_fits(plan, cfg, device.torch_device, env.local_world_size, compute_dtype(cfg, device) == torch.bfloat16)
+    threads = threads_per_rank(cfg, env)
+    torch.set_num_threads(threads)
+    previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
+    init_process_group(env, comm_backend, device, cfg.collective_timeout_s)
+    try:
+        return _run(config, plan, env, device, comm_backend, threads, console)
+    finally:
+        dist.destroy_process_group()
+        signal.signal(signal.SIGTERM, previous_handler)
+
+
+def _run(
+    config: FleetbenchConfig,
+    plan: TrainPlan,
+    env: DistEnv,
+    device: DeviceInfo,
+    comm_backend: str,
+    threads: int,
+    console: Console,
+) -> ResultRecord:
+    cfg = config.train
+    run_id = config.run.run_id
+    if run_id is None and cfg.resume and cfg.checkpoint_dir is None and dist.get_rank() == 0:
+        run_id = find_resumable_run(config.run.results_dir)
+    run_id = broadcast_object(run_id or new_run_id())
+    comparable = cfg.model_dump(mode="json")
+    comparable.pop("node_rank")  # the one train field that differs between nodes
+    agree("train config", comparable)
+    identity = RunIdentity(
+        benchmark=BENCHMARK,
+        run_id=run_id,
+        host=host_name(),
+        device=device.name,
+        backend=device.backend,
+        rank=dist.get_rank(),
+    )
+    trainer = Trainer(config, plan, env, device, comm_backend, threads, console)
+    with BenchmarkRun(
+        identity, config.run.results_dir, config.telemetry, config=cfg.model_dump(mode="json"), console=console
+    ) as run:
+        trainer.run(run)
+    assert run.record is not None
+    return run.record

@@ -1,0 +1,204 @@
+"""Processes, devices and sharding: the torchrun environment, the process group, the device mesh, FSDP2.
+
+Under torchrun every rank reads RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE; a plain process is a
+world of one with an in-memory store. The device is cuda:LOCAL_RANK with NCCL when CUDA is there,
+else the CPU with gloo (and an explicit CPU device mesh), each overridable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+from fleetbench.devices import DeviceInfo, cpu_model_name
+from fleetbench.errors import UserError
+from fleetbench.train.config import TrainConfig, TrainPlan
+from fleetbench.train.model import Decoder, init_weights
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    restart_count: int
+    launched: bool  # started by torchrun (or another launcher setting the env contract)
+
+    @classmethod
+    def from_environ(cls) -> DistEnv:
+        env = os.environ
+        if "WORLD_SIZE" not in env or "RANK" not in env:
+            return cls(0, 1, 0, 1, 0, launched=False)
+        world = int(env["WORLD_SIZE"])
+        return cls(
+            rank=int(env["RANK"]),
+            world_size=world,
+            local_rank=int(env.get("LOCAL_RANK", "0")),
+            local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))),
+            restart_count=int(env.get("TORCHELASTIC_RESTART_COUNT", "0")),
+            launched=True,
+        )
+
+
+def usable_cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def uses_cuda(device_choice: str) -> bool:
+    return device_choice == "cuda" or (device_choice == "auto" and torch.cuda.is_available())
+
+
+def check_ranks_fit(device_choice: str, local_ranks: int) -> None:
+    """NPROC ranks on this node need NPROC GPUs, or at least NPROC CPU cores."""
+    if uses_cuda(device_choice):
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise UserError("train.device=cuda but torch sees no CUDA GPU; accepted: device=cpu or auto")
+        if local_ranks > count:
+            raise UserError(
+                f"NPROC={local_ranks} ranks per node but this node has {count} CUDA GPU(s); accepted: NPROC <= {count}"
+            )
+        return
+    cores = usable_cpu_cores()
+    if local_ranks > cores:
+        raise UserError(
+            f"NPROC={local_ranks} ranks per node but this machine has {cores} usable CPU core(s) "
+            f"(one per rank at least); accepted: NPROC <= {cores}"
+        )
+
+
+def default_local_ranks(device_choice: str) -> int:
+    if uses_cuda(device_choice):
+        return max(1, torch.cuda.device_count())
+    return min(2, usable_cpu_cores())
+
+
+def pick_device(cfg: TrainConfig, env: DistEnv) -> tuple[DeviceInfo, str]:
+    check_ranks_fit(cfg.device, env.local_world_size)
+    use_cuda = uses_cuda(cfg.device)
+    if use_cuda:
+        torch.cuda.set_device(env.local_rank)
+        dev = torch.device("cuda", env.local_rank)
+        info = DeviceInfo(dev, "cuda", torch.cuda.get_device_name(dev))
+    else:
+        info = DeviceInfo(torch.device("cpu"), "cpu", cpu_model_name())
+    backend = cfg.backend if cfg.backend != "auto" else ("nccl" if use_cuda else "gloo")
+    if backend == "nccl" and not use_cuda:
+        raise UserError("train.backend=nccl needs CUDA; accepted on CPU: backend=gloo or auto")
+    return info, backend
+
+
+def threads_per_rank(cfg: TrainConfig, env: DistEnv) -> int:
+    if cfg.threads is not None:
+        return cfg.threads
+    return max(1, usable_cpu_cores() // env.local_world_size)
+
+
+def init_process_group(env: DistEnv, backend: str, device: DeviceInfo, timeout_s: float) -> None:
+    timeout = timedelta(seconds=timeout_s)
+    device_id = device.torch_device if device.backend == "cuda" else None
+    if not env.launched:
+        dist.init_process_group(
+            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout, device_id=device_id
+        )
+        return
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # torchrun's agent shares one TCPStore across restarts, and its process-group keys (gloo's
+        # peer addresses, NCCL's unique id) outlive a failed attempt: a restarted rank could read a
+        # dead peer's address and hang connecting to it. Each attempt gets its own key prefix.
+        store = dist.TCPStore(
+            os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout
+        )
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore(f"fleetbench/attempt_{env.restart_count}", store),
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timeout,
+            device_id=device_id,
+        )
+        return
+    dist.init_process_group(backend, timeout=timeout, device_id=device_id)
+
+
+def broadcast_object(value: Any, src: int = 0) -> Any:
+    box = [value]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def agree(what: str, value: Any) -> None:
+    """Every rank must hold the same `value` (config, corpus); name the first rank that differs."""
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digests: list[str | None] = [None] * dist.get_world_size()
+    dist.all_gather_object(digests, digest)
+    for rank, other in enumerate(digests):
+        if other != digests[0]:
+            raise UserError(
+                f"rank {rank} has a different {what} than rank 0; start every node with the same "
+                "config, flags and fleetbench/Python versions"
+            )
+
+
+def build_mesh(cfg: TrainConfig, env: DistEnv, device: DeviceInfo) -> DeviceMesh:
+    if not cfg.hsdp:
+        return init_device_mesh(device.backend, (env.world_size,), mesh_dim_names=("shard",))
+    shard = cfg.hsdp_shard_size or env.local_world_size
+    if env.world_size % shard:
+        raise UserError(
+            f"HSDP shard groups of {shard} ranks do not divide the {env.world_size} ranks; "
+            "accepted: train.hsdp_shard_size dividing NPROC x NNODES"
+        )
+    return init_device_mesh(device.backend, (env.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
+
+
+def compute_dtype(cfg: TrainConfig, device: DeviceInfo) -> torch.dtype:
+    # Auto: bf16 params with fp32 reduction on CUDA under FSDP2 (the reference policy), fp32 otherwise.
+    on = cfg.mixed_precision if cfg.mixed_precision is not None else (device.backend == "cuda" and cfg.fsdp)
+    return torch.bfloat16 if on else torch.float32
+
+
+def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, device: DeviceInfo) -> Decoder:
+    """Decoder on `device`, every block its own fully_shard group, then the root; weights initialised.
+
+    With meta_init the model is created on the meta device, sharded, then `to_empty` allocates only
+    each rank's shards, so no rank ever holds the unsharded model.
+    """
+    dtype = compute_dtype(cfg, device)
+    build_on = torch.device("meta") if cfg.meta_init else torch.device("cpu")
+    with build_on:
+        model = Decoder(plan.shape)
+    for block in model.blocks():
+        block.activation_checkpointing = cfg.activation_checkpointing
+        if cfg.compile:
+            block.compile()
+    if not cfg.meta_init:
+        init_weights(model, cfg.seed)  # full weights on the CPU first (small models, or a check of meta init)
+    if cfg.fsdp:
+        assert mesh is not None
+        policy = MixedPrecisionPolicy(
+            param_dtype=dtype if dtype != torch.float32 else None,
+            reduce_dtype=torch.float32,
+        )
+        for block in model.blocks():
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.reshard_after_forward)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.reshard_after_forward)
+    if cfg.meta_init:
+        model.to_empty(device=device.torch_device)
+        init_weights(model, cfg.seed)
+    else:
+        model.to(device.torch_device)
+    return model

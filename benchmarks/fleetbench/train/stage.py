@@ -1,0 +1,52 @@
+"""The demo's train stage: the tiny preset on 2 gloo ranks, launched like `make train`, in a subprocess."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.errors import UserError
+from fleetbench.results.record import ResultRecord
+from fleetbench.results.store import read_records
+from fleetbench.runinfo import new_run_id
+
+STAGE_RANKS = 2
+
+
+def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
+    """Train the `tiny` preset on 2 CPU ranks (gloo, torchrun) into the run folder; rank 0's record."""
+    run_id = config.run.run_id or new_run_id()
+    train = config.train.model_copy(
+        update={
+            "preset": "tiny",
+            "device": "cpu",
+            "backend": "auto",
+            "nproc": STAGE_RANKS,
+            "nnodes": 1,
+            "node_rank": 0,
+            "rdzv_endpoint": None,
+        }
+    )
+    staged = config.model_copy(update={"run": config.run.model_copy(update={"run_id": run_id}), "train": train})
+    console.print(f"train: tiny preset, {STAGE_RANKS} gloo ranks (torchrun), run {run_id}", highlight=False)
+    with tempfile.TemporaryDirectory(prefix="fleetbench-train-stage-") as scratch:
+        config_path = Path(scratch) / "config.yaml"
+        config_path.write_text(yaml.safe_dump(staged.model_dump(mode="json"), sort_keys=False))
+        # stdout/stderr are inherited: the ranks' progress shows as it happens.
+        done = subprocess.run([sys.executable, "-m", "fleetbench.train", "--config", str(config_path)], check=False)
+    if done.returncode != 0:
+        raise UserError(f"train stage failed (exit status {done.returncode}); its error is the line above")
+    records = [
+        r
+        for r in read_records(config.run.results_dir / run_id)
+        if r.benchmark == "train" and r.rank == 0 and r.status == "ok"
+    ]
+    if not records:
+        raise UserError(f"train stage wrote no successful rank-0 record under {config.run.results_dir / run_id}")
+    return records[-1]
