@@ -1,0 +1,37 @@
+"""`fleetbench cluster up|down`: the local cluster of SSH nodes (containers on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+DEFAULT_STATE = Path(".fleetbench/cluster")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("cluster", help="local cluster of real SSH nodes for deploy tests and demos")
+    sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="{up,down}")
+    up = sub.add_parser("up", help="start N nodes and write their inventory")
+    up.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
+    up.add_argument("--state-dir", type=Path, default=DEFAULT_STATE, help="keys, node folders, inventory")
+    up.set_defaults(handler=handle_up)
+    down = sub.add_parser("down", help="remove the nodes")
+    down.add_argument("--state-dir", type=Path, default=DEFAULT_STATE)
+    down.set_defaults(handler=handle_down)
+
+
+def handle_up(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.deploy.cluster import cluster_up
+
+    inventory = cluster_up(args.nodes, args.state_dir, console)
+    console.print(f"deploy to it: .venv/bin/fleetbench deploy site --inventory {inventory}")
+    return 0
+
+
+def handle_down(args: argparse.Namespace, console: Console) -> int:
+    from fleetbench.deploy.cluster import cluster_down
+
+    cluster_down(args.state_dir, console)
+    return 0

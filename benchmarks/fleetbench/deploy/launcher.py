@@ -1,0 +1,224 @@
+"""`fleetbench deploy PLAYBOOK --inventory DIR`: run a playbook of deploy/ through ansible-runner.
+
+Live progress per host comes from the runner's events; the end is a per-host table of
+ok/changed/failed/unreachable; the runner's artifacts stay in results/<run_id>/deploy/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from fleetbench.errors import UserError
+
+STAT_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable", "skipped": "skipped"}
+
+
+def deploy_dir() -> Path:
+    """deploy/ of the source tree (FLEETBENCH_DEPLOY_DIR overrides for installed copies)."""
+    override = os.environ.get("FLEETBENCH_DEPLOY_DIR")
+    return Path(override) if override else Path(__file__).resolve().parents[3] / "deploy"
+
+
+def playbooks(root: Path) -> list[str]:
+    return sorted(p.stem for p in root.glob("*.yml") if p.name != "requirements.yml")
+
+
+def resolve_playbook(name: str, root: Path) -> Path:
+    stem = name.removesuffix(".yml")
+    if stem not in playbooks(root):
+        raise UserError(f"unknown playbook {name!r}; accepted: {', '.join(playbooks(root))}")
+    return root / f"{stem}.yml"
+
+
+def resolve_inventory(path: Path) -> Path:
+    if not path.exists():
+        raise UserError(
+            f"inventory {path} does not exist; pass a folder with hosts.yml (e.g. deploy/inventories/example)"
+        )
+    if path.is_dir() and not any(path.glob("hosts*")) and not any(path.glob("*.ini")):
+        raise UserError(f"inventory {path} holds no hosts file (hosts.yml or *.ini)")
+    return path.resolve()
+
+
+def vaulted_files(inventory: Path) -> list[Path]:
+    files = [inventory] if inventory.is_file() else [p for p in inventory.rglob("*") if p.is_file()]
+    return [p for p in files if p.read_bytes()[:14] == b"$ANSIBLE_VAULT"]
+
+
+def check_vault(inventory: Path, vault_password_file: Path | None) -> None:
+    locked = vaulted_files(inventory)
+    if vault_password_file is not None and not vault_password_file.is_file():
+        raise UserError(f"vault password file {vault_password_file} does not exist")
+    if locked and vault_password_file is None and not os.environ.get("ANSIBLE_VAULT_PASSWORD_FILE"):
+        raise UserError(
+            f"{locked[0]} is vault-encrypted and no vault password was given: "
+            "pass --vault-password-file FILE or set ANSIBLE_VAULT_PASSWORD_FILE"
+        )
+
+
+@dataclass
+class HostProgress:
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+    last: str = ""
+
+
+@dataclass
+class DeployResult:
+    status: str
+    rc: int
+    hosts: dict[str, dict[str, int]]
+    artifacts: Path
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0 and not any(h["failed"] or h["unreachable"] for h in self.hosts.values())
+
+
+class ProgressView:
+    """A live table fed by ansible-runner events: one line per host, its counts and current task."""
+
+    def __init__(self) -> None:
+        self.hosts: dict[str, HostProgress] = {}
+        self.task = ""
+        self.failures: list[str] = []
+
+    def handle(self, event: dict[str, Any]) -> bool:
+        data = event.get("event_data", {})
+        kind = event.get("event", "")
+        if kind == "playbook_on_task_start":
+            self.task = data.get("task", "")
+        host = data.get("host")
+        if not host:
+            return True
+        progress = self.hosts.setdefault(host, HostProgress())
+        result = data.get("res", {}) or {}
+        if kind == "runner_on_ok":
+            progress.ok += 1
+            progress.changed += bool(result.get("changed"))
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            progress.failed += 1
+            self.failures.append(f"{host}: {data.get('task', '')}: {_message(result)}")
+        elif kind == "runner_on_unreachable":
+            progress.unreachable += 1
+            self.failures.append(f"{host}: unreachable: {_message(result)}")
+        elif kind == "runner_on_skipped":
+            progress.skipped += 1
+        progress.last = data.get("task", progress.last)
+        return True
+
+    def table(self) -> Table:
+        table = Table(title=f"task: {self.task}" if self.task else None)
+        for column in ("host", "ok", "changed", "failed", "unreachable", "last task"):
+            table.add_column(column)
+        for host, p in sorted(self.hosts.items()):
+            table.add_row(host, str(p.ok), str(p.changed), str(p.failed), str(p.unreachable), p.last)
+        return table
+
+
+def _message(result: dict[str, Any]) -> str:
+    failed_items = [item for item in result.get("results") or [] if isinstance(item, dict) and item.get("failed")]
+    if failed_items:  # a loop: the first failed item says more than "One or more items failed"
+        result = failed_items[0]
+    text = str(result.get("msg") or result.get("stderr") or result.get("reason") or "")
+    return " ".join(text.split())[:300]
+
+
+def ansible_playbook() -> str:
+    """ansible-playbook beside this Python (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    found = str(beside) if beside.exists() else shutil.which("ansible-playbook")
+    if not found:
+        raise UserError("ansible-playbook is not installed: `make setup` installs ansible into .venv")
+    return found
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Path,
+    artifacts_dir: Path,
+    console: Console,
+    *,
+    check: bool = False,
+    extra_vars: dict[str, str] | None = None,
+    limit: str | None = None,
+    vault_password_file: Path | None = None,
+    tags: str | None = None,
+    skip_tags: str | None = None,
+) -> DeployResult:
+    import ansible_runner
+
+    root = deploy_dir()
+    book = resolve_playbook(playbook, root)
+    inventory = resolve_inventory(inventory)
+    check_vault(inventory, vault_password_file)
+    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    cmdline = []
+    if check:
+        cmdline.append("--check")
+    if vault_password_file is not None:
+        cmdline += ["--vault-password-file", str(vault_password_file.resolve())]
+    if tags:
+        cmdline += ["--tags", tags]
+    if skip_tags:
+        cmdline += ["--skip-tags", skip_tags]
+    view = ProgressView()
+    with Live(view.table(), console=console, refresh_per_second=4, transient=True) as live:
+
+        def on_event(event: dict[str, Any]) -> bool:
+            view.handle(event)
+            live.update(view.table())
+            return True
+
+        runner = ansible_runner.run(
+            private_data_dir=str(artifacts_dir),
+            project_dir=str(root),
+            playbook=str(book),
+            inventory=str(inventory),
+            envvars={
+                "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+                "ANSIBLE_ROLES_PATH": str(root / "roles"),
+                "ANSIBLE_FORCE_COLOR": "0",
+                # The venv's ansible-playbook first, whether or not the venv is activated.
+                "PATH": f"{Path(ansible_playbook()).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            },
+            extravars=extra_vars or {},
+            cmdline=" ".join(cmdline) or None,
+            limit=limit,
+            event_handler=on_event,
+            quiet=True,
+        )
+    stats = runner.stats or {}
+    if not stats and runner.rc != 0:
+        tail = " ".join((runner.stdout.read() if runner.stdout else "").split())[-400:]
+        raise UserError(
+            f"ansible-playbook {book.name} did not run (rc {runner.rc}): {tail or runner.status}", exit_code=1
+        )
+    hosts: dict[str, dict[str, int]] = {}
+    for key, column in STAT_KEYS.items():
+        for host, count in (stats.get(key) or {}).items():
+            hosts.setdefault(host, dict.fromkeys(STAT_KEYS.values(), 0))[column] = count
+    return DeployResult(runner.status, runner.rc, hosts, artifacts_dir, view.failures)
+
+
+def summary_table(result: DeployResult) -> Table:
+    table = Table(title=f"deploy: {result.status} (rc {result.rc})")
+    for column in ("host", *STAT_KEYS.values()):
+        table.add_column(column, justify="left" if column == "host" else "right")
+    for host, counts in sorted(result.hosts.items()):
+        style = "red" if counts["failed"] or counts["unreachable"] else None
+        table.add_row(host, *(str(counts[c]) for c in STAT_KEYS.values()), style=style)
+    return table

@@ -1,0 +1,167 @@
+"""Deploy: playbooks lint clean and parse, the launcher refuses bad input clearly, Slurm launches the same job."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+from fleetbench.deploy.launcher import playbooks
+
+DEPLOY = REPO / "deploy"
+VENV_BIN = Path(sys.executable).parent
+PLAYBOOKS = playbooks(DEPLOY)
+
+
+def test_the_playbooks_the_issue_names_exist() -> None:
+    assert set(PLAYBOOKS) == {"site", "monitoring", "images", "train", "profile", "edge", "collect"}
+
+
+def test_ansible_lint_production_profile_is_clean() -> None:
+    result = subprocess.run(
+        [str(VENV_BIN / "ansible-lint"), "--offline", "--profile", "production", "--nocolor"],
+        cwd=DEPLOY,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "Profile 'production' was required, and it passed" in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("playbook", PLAYBOOKS)
+def test_syntax_check(playbook: str) -> None:
+    result = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "--syntax-check", "-i", "inventories/example", f"{playbook}.yml"],
+        cwd=DEPLOY,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ANSIBLE_CONFIG": str(DEPLOY / "ansible.cfg")},
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"playbook: {playbook}.yml" in result.stdout
+
+
+def test_requirements_pin_every_collection_the_roles_use() -> None:
+    import yaml
+
+    pinned = {c["name"]: c["version"] for c in yaml.safe_load((DEPLOY / "requirements.yml").read_text())["collections"]}
+    used = set()
+    for path in DEPLOY.rglob("*.yml"):
+        for word in path.read_text().split():
+            if word.count(".") >= 2 and word.rstrip(":").split(".")[0] in {"community", "ansible"}:
+                used.add(".".join(word.rstrip(":").split(".")[:2]))
+    assert used - {"ansible.builtin"} <= set(pinned), used
+    assert all(version.count(".") == 2 for version in pinned.values())
+
+
+def test_no_grafana_password_default_in_the_repository() -> None:
+    for path in DEPLOY.rglob("*.yml"):
+        for line in path.read_text().splitlines():
+            if "grafana_admin_password:" in line and "lookup(" not in line and line.strip()[0] != "#":
+                assert line.split(":", 1)[1].strip() in {"", ">-"}, f"{path}: {line}"
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (
+            ["deploy", "nope", "--inventory", "deploy/inventories/example"],
+            "unknown playbook 'nope'; accepted: collect,",
+        ),
+        (
+            ["deploy", "site", "--inventory", "deploy/inventories/missing"],
+            "inventory deploy/inventories/missing does not exist",
+        ),
+        (["deploy", "site", "--inventory", "deploy/inventories/example", "-e", "novalue"], "--extra-vars 'novalue'"),
+        (
+            ["deploy", "site", "--inventory", "deploy/inventories/example", "--run-id", "../x"],
+            "run id '../x' is not accepted",
+        ),
+        (
+            ["deploy", "site", "--inventory", "deploy/inventories/example", "--vault-password-file", "/nonexistent"],
+            "vault password file /nonexistent does not exist",
+        ),
+        (["cluster", "up", "--nodes", "99"], "--nodes 99 is not accepted; use 1-16"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args: list[str], fragment: str, tmp_path: Path) -> None:
+    result = run_cli(*args, "--results-dir", str(tmp_path), cwd=REPO) if args[0] == "deploy" else run_cli(*args)
+    assert result.returncode == 2, result
+    assert result.stderr.strip().count("\n") == 0, result.stderr
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_vaulted_inventory_without_a_password_is_refused(tmp_path: Path) -> None:
+    import shutil
+
+    inventory = tmp_path / "inventory"
+    shutil.copytree(DEPLOY / "inventories" / "example", inventory)
+    secret = tmp_path / "vault.yml"
+    secret.write_text("vault_grafana_admin_password: s3cret\n")
+    password = tmp_path / "password"
+    password.write_text("correct horse\n")
+    encrypted = subprocess.run(
+        [
+            str(VENV_BIN / "ansible-vault"),
+            "encrypt",
+            "--vault-password-file",
+            str(password),
+            str(secret),
+            "--output",
+            str(inventory / "group_vars" / "vault.yml"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert encrypted.returncode == 0, encrypted.stderr
+    result = run_cli("deploy", "site", "--inventory", str(inventory), "--results-dir", str(tmp_path / "results"))
+    assert result.returncode == 2
+    assert "vault.yml is vault-encrypted and no vault password was given" in result.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_slurm_template_starts_the_same_multi_node_launch() -> None:
+    env = {
+        **os.environ,
+        "DRY_RUN": "1",
+        "SLURM_JOB_ID": "4242",
+        "SLURM_JOB_NODELIST": "gpu-[01-04]",
+        "SLURM_JOB_NUM_NODES": "4",
+        "SLURM_GPUS_ON_NODE": "8",
+        "PRESET": "seed",
+        "STEPS": "20",
+        "PATH": f"{REPO / 'tests' / 'slurm_bin'}{os.pathsep}{os.environ['PATH']}",
+    }
+    result = subprocess.run(
+        ["bash", str(DEPLOY / "slurm" / "fleetbench-train.sbatch")], env=env, capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+    command = result.stdout
+    assert command.startswith("srun --kill-on-bad-exit=1 ")
+    for expected in (
+        "--nproc\\ \\'8\\'",
+        "--nnodes\\ \\'4\\'",
+        "--rdzv-endpoint\\ \\'gpu-01:29500\\'",
+        "--run-id\\ \\'slurm-4242\\'",
+        "\\$SLURM_NODEID",
+    ):
+        assert expected in command, (expected, command)
+    missing = subprocess.run(
+        ["bash", str(DEPLOY / "slurm" / "fleetbench-train.sbatch")],
+        env={k: v for k, v in env.items() if not k.startswith("SLURM_")},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert missing.returncode != 0
+    assert "run this through sbatch" in missing.stderr

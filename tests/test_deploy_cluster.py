@@ -1,0 +1,120 @@
+"""The playbooks end to end on a local cluster of real SSH nodes (containers on 127.0.0.1).
+
+node1 runs monitoring (Prometheus, Pushgateway) and the edge playbook; node2 and node3 run one
+2-node FSDP2 job (gloo) through torchrun's c10d rendezvous. Every node runs node_exporter.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from rich.console import Console
+
+from conftest import run_cli
+from fleetbench.results.store import read_records
+from fleetbench.services.promql import PrometheusClient
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+CLUSTER_IMAGES = ("trainer", "edge-vulkan", "prometheus", "pushgateway", "node-exporter", "node")
+
+
+@pytest.fixture(scope="module")
+def cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Three nodes of this session's image namespace, and their generated inventory."""
+    from fleetbench.deploy.cluster import cluster_down, cluster_up
+    from fleetbench.images.build import build_images
+
+    missing = [name for name in CLUSTER_IMAGES if name not in images.results]
+    if missing:  # the session built the job images; the node images build on the same base in seconds
+        build_images(
+            missing,
+            "cpu",
+            Console(quiet=True),
+            context=images.context,
+            namespace=images.namespace,
+            client=images.client,
+            source=images.source,
+        )
+    state = tmp_path_factory.mktemp("cluster")
+    inventory = cluster_up(3, state, Console(quiet=True), namespace=images.namespace)
+    yield inventory
+    cluster_down(state, Console(quiet=True))
+
+
+def deploy(playbook: str, inventory: Path, results: Path, run_id: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
+    result = run_cli(
+        "deploy",
+        playbook,
+        "--inventory",
+        str(inventory),
+        "--results-dir",
+        str(results),
+        "--run-id",
+        run_id,
+        *extra,
+        timeout=1500,
+    )
+    return result.returncode, result.stderr, host_stats(results / run_id / "deploy")
+
+
+def host_stats(artifacts: Path) -> dict[str, Any]:
+    """ok/changed/failures/dark per host, from the runner's playbook_on_stats event."""
+    for event_file in sorted(artifacts.glob("artifacts/*/job_events/*.json")):
+        event = json.loads(event_file.read_text())
+        if event.get("event") == "playbook_on_stats":
+            data = event["event_data"]
+            return {key: data.get(key) or {} for key in ("ok", "changed", "failures", "dark")}
+    return {}
+
+
+def test_site_end_to_end_then_idempotent_then_a_dead_node(cluster: Path, tmp_path: Path) -> None:
+    hosts = yaml.safe_load((cluster / "hosts.yml").read_text())["all"]
+    prometheus = PrometheusClient(f"http://127.0.0.1:{hosts['vars']['fleetbench_prometheus_port']}")
+
+    rc, log, stats = deploy("site", cluster, tmp_path, "site-1")
+    assert rc == 0, log[-4000:]
+    assert set(stats["ok"]) == {"node1", "node2", "node3"} and not stats["failures"] and not stats["dark"]
+
+    # One 2-node training job: metrics from both nodes in Prometheus (pushed, scraped) ...
+    train = prometheus.wait_for('fleetbench_run_success{benchmark="train",run_id="site-1"}', timeout_s=60, min_series=2)
+    assert {s.labels["host"] for s in train} == {"node2", "node3"}
+    assert all(s.value == 1 for s in train)
+    losses = prometheus.query('fleetbench_train_loss{run_id="site-1"}')
+    assert losses and all(s.value > 0 for s in losses)
+    # ... node_exporter on every node scraped through file_sd targets from the inventory ...
+    up = prometheus.query('up{job="node"}')
+    assert len(up) == 3 and all(s.value == 1 for s in up)
+    # ... and results collected on the controller: both ranks' records, and the edge run from node1.
+    collected = tmp_path / "site-1" / "hosts"
+    records = read_records(collected / "node2")
+    assert {r.rank for r in records} == {0, 1} and all(r.status == "ok" for r in records)
+    assert {r.host for r in records} == {"node2", "node3"}
+    edge = read_records(collected / "node1")
+    assert [r.benchmark for r in edge] == ["edge"] and edge[0].status == "ok"
+    assert (collected / "node3" / "fleetbench_train_rank1.prom").is_file()
+
+    # A second run changes no configuration (jobs, which always act, are skipped by tag).
+    rc, log, stats = deploy("site", cluster, tmp_path, "site-2", "--skip-tags", "fleetbench_job")
+    assert rc == 0, log[-4000:]
+    assert all(count == 0 for count in stats["changed"].values()), stats["changed"]
+
+    # A node stopped before the run: reported unreachable, the others finish and are collected.
+    import docker
+
+    client = docker.from_env()
+    client.containers.get("fleetbench-node3").stop(timeout=2)
+    rc, log, _ = deploy("edge", cluster, tmp_path, "fault-1")
+    assert rc == 0, log[-4000:]
+    started = time.monotonic()
+    rc, log, stats = deploy("collect", cluster, tmp_path, "fault-1")
+    assert rc == 1
+    assert "node3" in stats["dark"] and {"node1", "node2"} <= set(stats["ok"])
+    assert "unreachable" in log
+    assert time.monotonic() - started < 120
+    assert [r.benchmark for r in read_records(tmp_path / "fault-1" / "hosts" / "node1")] == ["edge"]
