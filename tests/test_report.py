@@ -9,9 +9,9 @@ import pytest
 from rich.console import Console
 
 from conftest import run_cli
-from fleetbench.dashboards.catalog import DASHBOARDS, DCGM_METRICS
-from fleetbench.dashboards.promql import metric_names
+from fleetbench.dashboards.catalog import DASHBOARDS
 from fleetbench.report.build import build_report, dashboards_for
+from fleetbench.results.store import read_records
 from fleetbench.services.promql import PrometheusClient
 
 pytestmark = pytest.mark.services
@@ -55,13 +55,9 @@ def test_report_from_prometheus_renders_every_panel(demo_run: Path, prometheus: 
     assert "panels from Prometheus" in text
     assert "http://" not in text.replace("http://www.w3.org", ""), "the page must be self-contained"
     panels = sorted((demo_run / "report" / "panels").glob("*.png"))
-    # Every panel but the DCGM ones, which have no exporter to read on this machine.
-    expected = [
-        panel
-        for dashboard in dashboards_for({"probe"})
-        for panel in dashboard.panels()
-        if not any(metric_names(q.expr) & DCGM_METRICS for q in panel.queries)
-    ]
+    # Every panel but the GPU-only ones (DCGM, GPU traces), which have nothing to read on this machine.
+    records = {r.benchmark for r in read_records(demo_run)}
+    expected = [panel for dashboard in dashboards_for(records) for panel in dashboard.panels() if not panel.gpu_only]
     assert len(panels) == len(expected)
     assert text.count('<div class="panel"><img') == len(panels)
     screenshot = demo_run / "report" / "screenshot.png"
@@ -81,9 +77,9 @@ def test_report_falls_back_to_records_without_prometheus(demo_run: Path, tmp_pat
     text = (copy / "report" / "index.html").read_text()
     assert "panels from result records" in text
     assert "Matmul achieved FLOP/s" in text
-    assert len(list((copy / "report" / "panels").glob("*.png"))) == sum(
-        len(d.panels()) for d in dashboards_for({"probe"})
-    )
+    records = {r.benchmark for r in read_records(copy)}
+    expected = [panel for dashboard in dashboards_for(records) for panel in dashboard.panels() if not panel.gpu_only]
+    assert len(list((copy / "report" / "panels").glob("*.png"))) == len(expected)
 
 
 def test_report_of_a_missing_run_is_a_clear_error(tmp_path: Path) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from fleetbench.dashboards.edge import EDGE
 from fleetbench.dashboards.model import Dashboard
 from fleetbench.dashboards.overview import OVERVIEW
+from fleetbench.dashboards.profiling import PROFILING
+from fleetbench.dashboards.training import TRAINING
 
-DASHBOARDS: list[Dashboard] = [OVERVIEW]
+DASHBOARDS: list[Dashboard] = [OVERVIEW, TRAINING, PROFILING, EDGE]
 
 # Series the DCGM exporter documents; dashboards may query these beside the catalogue's.
 DCGM_METRICS = frozenset(

@@ -41,6 +41,8 @@ class Panel:
     description: str
     width: int = 12
     height: int = 8
+    # Data only where GPUs are (DCGM exporter, GPU traces): empty on a CPU machine by nature.
+    gpu_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,6 @@ class Dashboard:
     benchmarks: tuple[str, ...]  # what the benchmark variable offers; () = every benchmark
     rows: tuple[Row, ...]
     tags: tuple[str, ...] = field(default=("fleetbench",))
-    requires_demo_data: bool = True  # False where panels need a GPU cluster (DCGM) to have data
 
     def panels(self) -> list[Panel]:
         return [panel for row in self.rows for panel in row.panels]

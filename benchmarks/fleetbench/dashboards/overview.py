@@ -1,4 +1,4 @@
-"""Cluster overview: every run with its status, hosts, device probes, and DCGM beside ours."""
+"""Cluster overview: every run with its status, hosts, device probes, GPU time, and DCGM beside ours."""
 
 from __future__ import annotations
 
@@ -102,6 +102,7 @@ dcgm = Row(
             (Query(f"DCGM_FI_DEV_GPU_UTIL{{{DCGM_HOST}}} / 100", legend="{{Hostname}} gpu{{gpu}}"),),
             "percentunit",
             "DCGM_FI_DEV_GPU_UTIL: share of time a kernel was running",
+            gpu_only=True,
             width=8,
         ),
         Panel(
@@ -110,6 +111,7 @@ dcgm = Row(
             (Query(f"DCGM_FI_DEV_FB_USED{{{DCGM_HOST}}} * 1024 * 1024", legend="{{Hostname}} gpu{{gpu}}"),),
             "bytes",
             "DCGM_FI_DEV_FB_USED (MiB, shown in bytes): device memory in use by every process",
+            gpu_only=True,
             width=8,
         ),
         Panel(
@@ -118,6 +120,7 @@ dcgm = Row(
             (Query(f"DCGM_FI_PROF_DRAM_ACTIVE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
             "percentunit",
             "DCGM_FI_PROF_DRAM_ACTIVE: share of cycles the memory interface was busy",
+            gpu_only=True,
             width=8,
         ),
         Panel(
@@ -126,6 +129,7 @@ dcgm = Row(
             (Query(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
             "percentunit",
             "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: share of cycles the tensor cores were busy",
+            gpu_only=True,
             width=8,
         ),
         Panel(
@@ -134,6 +138,7 @@ dcgm = Row(
             (Query(f"DCGM_FI_DEV_POWER_USAGE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
             "watt",
             "DCGM_FI_DEV_POWER_USAGE",
+            gpu_only=True,
             width=8,
         ),
         Panel(
@@ -142,7 +147,42 @@ dcgm = Row(
             (Query(f"DCGM_FI_DEV_GPU_TEMP{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
             "celsius",
             "DCGM_FI_DEV_GPU_TEMP",
+            gpu_only=True,
             width=8,
+        ),
+    ),
+)
+
+gpu_time = Row(
+    "GPU time breakdown (torch.profiler traces on GPUs)",
+    (
+        Panel(
+            "Time share per GPU",
+            "bargauge",
+            (
+                Query(
+                    f"max by (host, gpu, category) ({sel('fleetbench_profile_time_share_ratio')})",
+                    legend="{{host}} gpu{{gpu}} {{category}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_profile_time_share_ratio"),
+            "Compute, communication, memory copies and idle as Holistic Trace Analysis defines them (GPU traces only)",
+            gpu_only=True,
+        ),
+        Panel(
+            "Host launch wait",
+            "bargauge",
+            (
+                Query(
+                    f"max by (host, gpu) ({sel('fleetbench_profile_host_wait_seconds')})",
+                    legend="{{host}} gpu{{gpu}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_profile_host_wait_seconds"),
+            "GPU idle while the host had not yet launched the next kernel (GPU traces only)",
+            gpu_only=True,
         ),
     ),
 )
@@ -152,6 +192,5 @@ OVERVIEW = Dashboard(
     title="fleetbench / Cluster overview",
     description="Every run with its status and last success, the hosts, device probes, and DCGM GPU metrics",
     benchmarks=(),
-    rows=(runs, probes, dcgm),
-    requires_demo_data=False,
+    rows=(runs, probes, gpu_time, dcgm),
 )

@@ -44,8 +44,8 @@ def build_report(run_dir: Path, prometheus_url: str | None, console: Console) ->
         images = []
         for panel in dashboard.panels():
             data = source.panel(panel)
-            if not data.series and client is not None and dashboard.requires_demo_data is False:
-                continue  # e.g. DCGM panels on a machine without the DCGM exporter
+            if not data.series and panel.gpu_only:
+                continue  # DCGM and GPU-trace panels on a machine without GPUs
             png = out / "panels" / f"{dashboard.uid}--{_slug(panel.title)}.png"
             images.append((panel.title, draw(data, png)))
         rendered.append((dashboard, images))

@@ -1,0 +1,187 @@
+"""Edge: kernel latency percentiles, throughput, share of peak, variation, correctness, ExecuTorch vs eager."""
+
+from __future__ import annotations
+
+from fleetbench.dashboards.model import Dashboard, Panel, Query, Row, sel, unit_of
+
+KERNEL = "{{kernel}} {{dtype}} {{size}} ({{backend}})"
+
+latency = Row(
+    "Latency",
+    (
+        Panel(
+            "Kernel latency p50 / p90 / p99",
+            "bargauge",
+            (
+                Query(
+                    f"max by (kernel, dtype, size, backend, percentile) "
+                    f"({sel('fleetbench_edge_kernel_latency_percentile_seconds')})",
+                    legend="{{kernel}} {{dtype}} {{size}} {{percentile}} ({{backend}})",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_kernel_latency_percentile_seconds"),
+            "Percentiles of each kernel's dispatch latency per device and backend",
+            width=12,
+            height=12,
+        ),
+        Panel(
+            "Kernel latency p90 from the histogram",
+            "timeseries",
+            (
+                Query(
+                    f"histogram_quantile(0.9, sum by (le, kernel, device, backend) "
+                    f"({sel('fleetbench_edge_kernel_latency_seconds_bucket')}))",
+                    legend="{{kernel}} {{device}} ({{backend}})",
+                ),
+            ),
+            unit_of("fleetbench_edge_kernel_latency_seconds"),
+            "p90 estimated from the latency histogram's buckets, run after run",
+            width=12,
+            height=12,
+        ),
+    ),
+)
+
+throughput = Row(
+    "Throughput",
+    (
+        Panel(
+            "GFLOP/s",
+            "bargauge",
+            (
+                Query(
+                    f"max by (kernel, dtype, size, backend) ({sel('fleetbench_edge_kernel_achieved_flop_per_second')})",
+                    legend=KERNEL,
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_kernel_achieved_flop_per_second"),
+            "Achieved FLOP/s at the median latency",
+            width=8,
+        ),
+        Panel(
+            "GB/s",
+            "bargauge",
+            (
+                Query(
+                    f"max by (kernel, dtype, size, backend) ({sel('fleetbench_edge_kernel_achieved_bytes_per_second')})",
+                    legend=KERNEL,
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_kernel_achieved_bytes_per_second"),
+            "Achieved memory traffic at the median latency",
+            width=8,
+        ),
+        Panel(
+            "GEMM share of peak",
+            "bargauge",
+            (
+                Query(
+                    f"max by (kernel, dtype, size, device) ({sel('fleetbench_edge_gemm_peak_ratio')})",
+                    legend="{{kernel}} {{dtype}} {{size}} {{device}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_gemm_peak_ratio"),
+            "GEMM FLOP/s over the same adapter's measured FMA peak",
+            width=8,
+        ),
+    ),
+)
+
+quality = Row(
+    "Variation and correctness",
+    (
+        Panel(
+            "Run-to-run variation",
+            "bargauge",
+            (
+                Query(
+                    f"max by (kernel, dtype, size, backend) ({sel('fleetbench_edge_kernel_variation_ratio')})",
+                    legend=KERNEL,
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_kernel_variation_ratio"),
+            "Coefficient of variation of the tries' medians (device-farm discipline: target under 5%)",
+            width=12,
+        ),
+        Panel(
+            "Max relative error vs numpy",
+            "table",
+            (Query(f"max by (kernel, dtype, size) ({sel('fleetbench_edge_kernel_max_rel_error')})", instant=True),),
+            "short",
+            "Largest error of each kernel's output against the numpy reference",
+            width=12,
+        ),
+    ),
+)
+
+models = Row(
+    "Models: ExecuTorch vs eager",
+    (
+        Panel(
+            "Model latency by runtime",
+            "bargauge",
+            (
+                Query(
+                    f"max by (model, runtime) ({sel('fleetbench_edge_model_latency_trimmed_mean_seconds')})",
+                    legend="{{model}} {{runtime}} trimmed mean",
+                    instant=True,
+                ),
+                Query(
+                    f"max by (model, runtime) ({sel('fleetbench_edge_model_latency_percentile_seconds', percentile='p90')})",
+                    legend="{{model}} {{runtime}} p90",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_model_latency_trimmed_mean_seconds"),
+            "Forward latency of the same model and input in ExecuTorch and in eager PyTorch",
+            width=12,
+        ),
+        Panel(
+            "Model load time",
+            "bargauge",
+            (
+                Query(
+                    f"max by (model, runtime) ({sel('fleetbench_edge_model_load_seconds')})",
+                    legend="{{model}} {{runtime}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_model_load_seconds"),
+            "Time to load the program (or move the eager model)",
+            width=12,
+        ),
+    ),
+)
+
+adapters = Row(
+    "Adapters",
+    (
+        Panel(
+            "Adapters",
+            "table",
+            (
+                Query(
+                    f"max by (device, backend, vendor, adapter_type, driver, shader_f16, timestamp_query, "
+                    f"cooperative_matrix) ({sel('fleetbench_edge_adapter_info')})",
+                    instant=True,
+                ),
+            ),
+            "none",
+            "What each run's adapter offers: features, timestamp queries, cooperative matrix",
+            width=24,
+        ),
+    ),
+)
+
+EDGE = Dashboard(
+    uid="fleetbench-edge",
+    title="fleetbench / Edge",
+    description="Vulkan/Metal kernels and small models on edge GPUs: latency percentiles, throughput, variation",
+    benchmarks=("edge",),
+    rows=(latency, throughput, quality, models, adapters),
+)
