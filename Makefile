@@ -8,12 +8,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FB := $(VENV)/bin/fleetbench
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev
+EXTRAS ?= dev,ncu,mobile
 RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test lint pytest perf probe report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test lint pytest perf probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -30,12 +30,15 @@ test: setup ## lint, then the whole test suite (starts the services it needs)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory pytest
 
-lint: setup ## ruff and mypy on the package
+lint: setup ## ruff, mypy on the package, hadolint on every Dockerfile, ansible-lint on deploy/
 	$(VENV)/bin/ruff check benchmarks tests scripts
 	$(VENV)/bin/ruff format --check benchmarks tests scripts
 	$(VENV)/bin/mypy
+	find containers -name Dockerfile -print0 | sort -z | xargs -0 $(VENV)/bin/hadolint
+	cd deploy && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../$(VENV)/bin/ansible-lint --offline --profile production -q
 
-pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow)
+pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
+	@bash scripts/dockerd.sh || echo "no Docker engine could start: docker tests will skip"
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 perf: setup ## performance ratios measured side by side in one run (not a test)
@@ -43,6 +46,38 @@ perf: setup ## performance ratios measured side by side in one run (not a test)
 
 probe: setup ## time matmul and copy on this device (achieved FLOP/s and bytes/s)
 	@$(FB) probe --results-dir $(RESULTS)
+
+PROFILE_RUN := $(shell date -u +%Y%m%d-%H%M%S)-profile
+PROFILE_ARGS ?=
+NCU_ARGS ?= --set profile.train_layers=1 --set profile.active=1
+profile: setup ## torch.profiler trace, trace summary, roofline (CPU ok); NCU=1 adds Nsight Compute (GPU, EXTRAS=dev,ncu)
+	@$(FB) profile --results-dir $(RESULTS) --run-id $(PROFILE_RUN) $(PROFILE_ARGS)
+	@if [ "$(NCU)" = "1" ]; then $(FB) ncu run --results-dir $(RESULTS) --run-id $(PROFILE_RUN) $(PROFILE_ARGS) $(NCU_ARGS); fi
+
+edge: setup ## edge GPU kernels (Vulkan/Metal via wgpu; lavapipe here), MPS, ExecuTorch
+	@$(FB) edge run --results-dir $(RESULTS)
+
+images: setup ## build the images, cuda variant (pinned upstream bases; needs a registry)
+	@bash scripts/dockerd.sh
+	@$(FB) images build
+
+images-cpu: setup ## cpu variants (trainer, edge-vulkan) on the offline local base
+	@bash scripts/dockerd.sh
+	@$(FB) images build --variant cpu
+
+NODES ?= 3
+cluster-up: setup ## local cluster of NODES (3) SSH nodes on 127.0.0.1 (containers) + its inventory
+	@bash scripts/dockerd.sh
+	@$(FB) images build --variant cpu trainer edge-vulkan prometheus pushgateway node-exporter node
+	@$(FB) cluster up --nodes $(NODES)
+
+cluster-down: setup ## remove the local cluster's nodes
+	@$(FB) cluster down
+
+PLAYBOOK ?= site
+INVENTORY ?= .fleetbench/cluster/inventory
+deploy: setup ## ansible-runner: PLAYBOOK (site) to INVENTORY (the local cluster's); CHECK=1 for a dry run
+	@$(FB) deploy $(PLAYBOOK) --inventory $(INVENTORY) --results-dir $(RESULTS) $(if $(filter 1,$(CHECK)),--check,)
 
 report: setup ## offline report of the newest run (RUN=<run_id> for another): HTML + PNG panels
 	@$(FB) report $(RUN) --results-dir $(RESULTS)

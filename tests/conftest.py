@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,30 @@ def demo_run(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Pat
         }
     )
     return run_demo(config, stack, Console(quiet=True))
+
+
+# --- Docker: one engine, one cold build of the cpu images per session (tests/docker_support.py) ---
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Any]:
+    from docker_support import SESSION_NAMESPACE, remove_dead_sessions, remove_namespace, start_engine
+
+    client = start_engine()
+    remove_dead_sessions(client)
+    yield client
+    remove_namespace(client, SESSION_NAMESPACE)
+
+
+@pytest.fixture(scope="session")
+def base_seconds(engine: Any) -> float:
+    """The local base, made from scratch (debootstrap + import) for this session's namespace."""
+    from docker_support import make_base
+
+    return make_base(engine)
+
+
+@pytest.fixture(scope="session")
+def images(engine: Any, base_seconds: float, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Cold builds of the cpu images in the session's namespace; the image and deploy tests share them."""
+    from docker_support import build_cold, snapshot_context
+
+    return build_cold(engine, base_seconds, snapshot_context(tmp_path_factory.mktemp("context")))

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from fleetbench.config.schema import FleetbenchConfig
 
 # Each case: files to create (name -> text), CLI args ({tmp} is the temp folder), a fragment of the message.
 CASES = {
@@ -28,7 +29,7 @@ CASES = {
     "unknown section": (
         {"c.yaml": "probes: {}\n"},
         ["probe", "--config", "{tmp}/c.yaml"],
-        "probes: unknown key; accepted: probe, run, telemetry",
+        "probes: unknown key; accepted: " + ", ".join(sorted(FleetbenchConfig.model_fields)),
     ),
     "malformed YAML": (
         {"c.yaml": "probe:\n  dtype: [float32\n"},

@@ -16,6 +16,7 @@ from rich.table import Table
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.probes.run import run_probe
+from fleetbench.profile.run import run_profile
 from fleetbench.report.build import build_report
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import new_run_id
@@ -23,7 +24,37 @@ from fleetbench.services.promql import PrometheusClient
 from fleetbench.services.stack import LocalStack
 
 Stage = Callable[[FleetbenchConfig, Console], ResultRecord]
-STAGES: list[tuple[str, Stage]] = [("probe", run_probe)]
+
+
+def run_edge_demo_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
+    """Edge kernels (quick set) on this machine's adapter, and the trainer's tiny model exported to
+    ExecuTorch (XNNPACK) and timed against eager PyTorch, when the [mobile] extra is installed."""
+    from fleetbench.edge import pte
+    from fleetbench.edge.model import build
+    from fleetbench.edge.runner import quick, run_edge
+    from fleetbench.errors import UserError
+
+    edge = quick(config.edge)
+    try:
+        pte.require_executorch()
+    except UserError as exc:
+        console.print(f"[yellow]edge models skipped: {exc}[/]")
+    else:
+        out_dir = config.run.results_dir / str(config.run.run_id) / "edge" / "models"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        with console.status("exporting the tiny model to ExecuTorch (XNNPACK) ..."):
+            built = build(edge.module, edge.seed, edge.model_batch)
+            exported = pte.export(built, ["xnnpack"], out_dir, edge.seed, edge.model_batch, strict=True)
+        program = next(r.path for r in exported if r.path is not None)
+        edge = edge.model_copy(update={"pte": program, "pte_warmup": 5, "pte_iterations": 30})
+    return run_edge(config.model_copy(update={"edge": edge}), console)
+
+
+STAGES: list[tuple[str, Stage]] = [
+    ("probe", run_probe),
+    ("profile", run_profile),
+    ("edge", run_edge_demo_stage),
+]
 
 
 def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> Path:
@@ -71,9 +102,12 @@ def arrived_table(prometheus: PrometheusClient, run_id: str) -> Table:
     table = Table()
     for column in ("metric", "benchmark", "labels", "value"):
         table.add_column(column)
-    shown_metrics = "fleetbench_probe_achieved_.*|fleetbench_run_success|fleetbench_run_duration_seconds"
+    shown_metrics = (
+        "fleetbench_probe_achieved_.*|fleetbench_train_(mfu_ratio|tokens_per_second)|fleetbench_run_success"
+        "|fleetbench_edge_kernel_achieved_flop_per_second|fleetbench_edge_model_latency_mean_seconds"
+    )
     series = prometheus.query(f'{{__name__=~"{shown_metrics}", run_id="{run_id}"}}')
-    shown = ("probe", "size", "dtype")
+    shown = ("probe", "kernel", "runtime", "size", "dtype", "rank")
     for s in sorted(series, key=lambda s: (s.labels["__name__"], s.labels.get("probe", ""), s.labels.get("size", ""))):
         labels = " ".join(f"{k}={s.labels[k]}" for k in shown if k in s.labels)
         table.add_row(s.labels["__name__"], s.labels.get("benchmark", ""), labels, f"{s.value:.4g}")

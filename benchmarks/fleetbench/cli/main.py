@@ -8,11 +8,37 @@ import sys
 from rich.console import Console
 
 from fleetbench import __version__
-from fleetbench.cli import dashboards_cmd, demo_cmd, metrics_cmd, probe_cmd, report_cmd, results_cmd, stack_cmd
+from fleetbench.cli import (
+    cluster_cmd,
+    dashboards_cmd,
+    demo_cmd,
+    deploy_cmd,
+    edge_cmd,
+    images_cmd,
+    metrics_cmd,
+    probe_cmd,
+    profile_cmd,
+    report_cmd,
+    results_cmd,
+    stack_cmd,
+)
 from fleetbench.cli.parser import OneLineParser
 from fleetbench.errors import UserError
 
-COMMAND_MODULES = (demo_cmd, probe_cmd, report_cmd, metrics_cmd, results_cmd, stack_cmd, dashboards_cmd)
+COMMAND_MODULES = (
+    demo_cmd,
+    probe_cmd,
+    profile_cmd,
+    edge_cmd,
+    report_cmd,
+    metrics_cmd,
+    results_cmd,
+    stack_cmd,
+    dashboards_cmd,
+    images_cmd,
+    deploy_cmd,
+    cluster_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -62,11 +62,14 @@ class MetricSpec:
         return (self.name,)
 
 
-def _spec(name: str, kind: MetricKind, unit: str, help: str, *labels: str,
-          buckets: tuple[float, ...] | None = None) -> MetricSpec:
+def _spec(
+    name: str, kind: MetricKind, unit: str, help: str, *labels: str, buckets: tuple[float, ...] | None = None
+) -> MetricSpec:
     return MetricSpec(name=name, kind=kind, unit=unit, help=help, labels=labels, buckets=buckets)
 
 
+# One entry per metric, laid out as a table; the formatter would scatter it.
+# fmt: off
 CATALOGUE: dict[str, MetricSpec] = {
     spec.name: spec
     for spec in (
@@ -102,11 +105,162 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Achieved memory traffic per second (bytes read plus bytes written)", "probe", "dtype", "size"),
         _spec("fleetbench_probe_operations_total", "counter", "count",
               "Probe operations timed", "probe", "dtype", "size"),
+        # --- profiling ---
+        # fleetbench profile (torch.profiler trace + analytical roofline), fleetbench ncu (Nsight
+        # Compute), fleetbench roofline. `kernel` and `op` hold names shortened by
+        # fleetbench.profile.names.label (full names stay in the result record); `class` is one of
+        # memory_bound, compute_bound, balanced, latency_bound, unknown; `category` one of compute,
+        # communication, memory, idle; `gpu` the device index in the trace; `source` measured or
+        # datasheet.
+        _spec("fleetbench_profile_time_share_ratio", "gauge", "ratio",
+              "Share of the device span in compute, communication, memory copies or idle (HTA definitions)",
+              "gpu", "category"),
+        _spec("fleetbench_profile_trace_span_seconds", "gauge", "seconds",
+              "Span of device activity in the profiled trace, first kernel start to last kernel end", "gpu"),
+        _spec("fleetbench_profile_host_wait_seconds", "gauge", "seconds",
+              "Device idle time while the host had not launched the next kernel yet (HTA host wait)", "gpu"),
+        _spec("fleetbench_profile_op_seconds", "gauge", "seconds",
+              "Self time of one operator over the profiled steps (device time on GPU, CPU time on CPU)", "op"),
+        _spec("fleetbench_profile_op_achieved_flop_per_second", "gauge", "flop_per_second",
+              "Achieved FLOP/s of one operator (FLOPs counted by torch.profiler with_flops)", "op"),
+        _spec("fleetbench_profile_op_arithmetic_intensity_flop_per_byte", "gauge", "count",
+              "FLOPs per byte of tensor traffic of one operator (inputs read once, outputs written once)", "op"),
+        _spec("fleetbench_profile_op_compute_peak_ratio", "gauge", "ratio",
+              "Achieved FLOP/s of one operator over the peak FLOP/s of its dtype on this device", "op"),
+        _spec("fleetbench_profile_op_memory_peak_ratio", "gauge", "ratio",
+              "Achieved bytes/s of one operator over the peak memory bandwidth of this device", "op"),
+        _spec("fleetbench_profile_op_class_info", "gauge", "info",
+              "Constant 1; the class label says what limits the operator", "op", "class"),
+        _spec("fleetbench_profile_peak_flop_per_second", "gauge", "flop_per_second",
+              "Peak FLOP/s under the roofline: measured by the matmul probe, or from the datasheet",
+              "dtype", "source"),
+        _spec("fleetbench_profile_peak_bytes_per_second", "gauge", "bytes_per_second",
+              "Peak memory bandwidth under the roofline: measured copy/triad, or from the datasheet", "source"),
+        _spec("fleetbench_kernel_duration_seconds", "gauge", "seconds",
+              "GPU time of one kernel summed over its profiled launches (gpu__time_duration.sum)", "kernel"),
+        _spec("fleetbench_kernel_launches_total", "counter", "count",
+              "Profiled launches of one kernel", "kernel"),
+        _spec("fleetbench_kernel_compute_sol_ratio", "gauge", "ratio",
+              "Compute speed-of-light of one kernel (sm__throughput.avg.pct_of_peak_sustained_elapsed)",
+              "kernel"),
+        _spec("fleetbench_kernel_memory_sol_ratio", "gauge", "ratio",
+              "Memory speed-of-light of one kernel "
+              "(gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed)", "kernel"),
+        _spec("fleetbench_kernel_dram_sol_ratio", "gauge", "ratio",
+              "DRAM throughput of one kernel (gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed)", "kernel"),
+        _spec("fleetbench_kernel_achieved_flop_per_second", "gauge", "flop_per_second",
+              "Achieved FLOP/s of one kernel (fp16/fp32/fp64 SASS thread instructions, FMA as two)", "kernel"),
+        _spec("fleetbench_kernel_dram_bytes", "gauge", "bytes",
+              "DRAM bytes read and written by one kernel over its profiled launches", "kernel"),
+        _spec("fleetbench_kernel_arithmetic_intensity_flop_per_byte", "gauge", "count",
+              "FLOPs per DRAM byte of one kernel", "kernel"),
+        _spec("fleetbench_kernel_class_info", "gauge", "info",
+              "Constant 1; the class label says what limits the kernel", "kernel", "class"),
+        # --- edge ---
+        # fleetbench edge run: kernels on Vulkan/Metal/D3D12 GPUs through wgpu, the tiny model on
+        # PyTorch MPS, ExecuTorch programs. `kernel` is a name from fleetbench.edge.kernels.KERNELS;
+        # `dtype` float32, float16, or u32 (copy); `size` the configured problem (1024 = M=N=K,
+        # 2048x1024 = rows x cols, 64MiB, 4M elements, 256wg x 1024); `timing` timestamp (GPU
+        # timestamp queries) or wallclock (host clock around a synchronised submit); `percentile`
+        # p50, p90 or p99; `runtime` executorch, eager or mps; `model` the model's short name; `kind`
+        # current_allocated or driver_allocated. The adapter is the common `device` label, its API
+        # (vulkan, metal, d3d12, opengl) the common `backend` label.
+        _spec("fleetbench_edge_kernel_latency_seconds", "histogram", "seconds",
+              "Latency of one kernel dispatch, every timed dispatch of every try",
+              "kernel", "dtype", "size", "timing",
+              buckets=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)),
+        _spec("fleetbench_edge_kernel_latency_percentile_seconds", "gauge", "seconds",
+              "Percentile of the kernel's dispatch latency over all tries", "kernel", "dtype", "size", "timing",
+              "percentile"),
+        _spec("fleetbench_edge_kernel_achieved_flop_per_second", "gauge", "flop_per_second",
+              "Achieved FLOP/s of the kernel at its median latency (FMA counted as two)",
+              "kernel", "dtype", "size", "timing"),
+        _spec("fleetbench_edge_kernel_achieved_bytes_per_second", "gauge", "bytes_per_second",
+              "Achieved memory traffic of the kernel at its median latency (bytes read plus bytes written once)",
+              "kernel", "dtype", "size", "timing"),
+        _spec("fleetbench_edge_kernel_variation_ratio", "gauge", "ratio",
+              "Run-to-run variation: coefficient of variation of the tries' median latencies",
+              "kernel", "dtype", "size", "timing"),
+        _spec("fleetbench_edge_kernel_tries_total", "counter", "count",
+              "Tries run until the median latency was stable or the bound on tries was reached",
+              "kernel", "dtype", "size", "timing"),
+        _spec("fleetbench_edge_kernel_dispatches_total", "counter", "count",
+              "Timed kernel dispatches", "kernel", "dtype", "size", "timing"),
+        _spec("fleetbench_edge_kernel_max_abs_error", "gauge", "count",
+              "Largest absolute difference of the kernel's output from the numpy reference",
+              "kernel", "dtype", "size"),
+        _spec("fleetbench_edge_kernel_max_rel_error", "gauge", "count",
+              "Largest absolute difference from the numpy reference over the largest reference magnitude",
+              "kernel", "dtype", "size"),
+        _spec("fleetbench_edge_kernel_correct", "gauge", "count",
+              "Whether the kernel's output matched the numpy reference within tolerance: 1 yes, 0 no",
+              "kernel", "dtype", "size"),
+        _spec("fleetbench_edge_gemm_peak_ratio", "gauge", "ratio",
+              "GEMM FLOP/s over the FMA peak FLOP/s measured on the same adapter and dtype in the same run",
+              "kernel", "dtype", "size"),
+        _spec("fleetbench_edge_adapter_info", "gauge", "info",
+              "Constant 1; labels describe the adapter the edge kernels ran on",
+              "vendor", "adapter_type", "driver", "shader_f16", "timestamp_query", "subgroups",
+              "cooperative_matrix"),
+        _spec("fleetbench_edge_model_load_seconds", "gauge", "seconds",
+              "Time to load the model's program and method, or to move the eager model to its device",
+              "runtime", "model"),
+        _spec("fleetbench_edge_model_latency_seconds", "histogram", "seconds",
+              "Latency of one forward pass of the model", "runtime", "model",
+              buckets=(1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)),
+        _spec("fleetbench_edge_model_latency_mean_seconds", "gauge", "seconds",
+              "Mean latency of the model's timed forward passes", "runtime", "model"),
+        _spec("fleetbench_edge_model_latency_trimmed_mean_seconds", "gauge", "seconds",
+              "Trimmed mean latency of the model's forward passes (edge.trim_ratio dropped at each end)",
+              "runtime", "model"),
+        _spec("fleetbench_edge_model_latency_percentile_seconds", "gauge", "seconds",
+              "Percentile of the model's forward latency", "runtime", "model", "percentile"),
+        _spec("fleetbench_edge_model_max_abs_error", "gauge", "count",
+              "Largest absolute difference of the model's output from eager PyTorch on the same input",
+              "runtime", "model"),
+        _spec("fleetbench_edge_model_memory_bytes", "gauge", "bytes",
+              "MPS memory after the timed passes (torch.mps.current_allocated_memory, driver_allocated_memory)",
+              "model", "kind"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
+        # --- training ---------------------------------------------------------------------------
+        # Step time and step count use fleetbench_step_seconds / fleetbench_steps_total above; device
+        # allocator peaks use fleetbench_memory_peak_*_bytes, CPU ranks fleetbench_process_peak_rss_bytes.
+        _spec("fleetbench_train_loss", "gauge", "count",
+              "Training loss (cross-entropy, mean over the global batch) at the latest logged step"),
+        _spec("fleetbench_train_grad_norm", "gauge", "count",
+              "Global L2 norm of the gradients at the latest logged step, before clipping"),
+        _spec("fleetbench_train_step", "gauge", "count",
+              "Training steps completed, counting those done before a resume"),
+        _spec("fleetbench_train_data_seconds", "gauge", "seconds",
+              "Time per step spent producing the batch (generation and host-to-device copy), "
+              "mean over the latest log interval"),
+        _spec("fleetbench_train_tokens_per_second", "gauge", "count",
+              "Training throughput of the whole job in tokens per second over the latest log interval"),
+        _spec("fleetbench_train_device_tokens_per_second", "gauge", "count",
+              "Training throughput per device (rank) in tokens per second over the latest log interval"),
+        _spec("fleetbench_train_tokens_total", "counter", "count",
+              "Tokens this rank has trained on in this process"),
+        _spec("fleetbench_train_achieved_flop_per_second", "gauge", "flop_per_second",
+              "Model FLOP/s per device: FLOPs per token (6N + 12 L H D T) times tokens per second per device"),
+        _spec("fleetbench_train_peak_flop_per_second", "gauge", "flop_per_second",
+              "Peak FLOP/s per device that MFU divides by (GPU table or measured CPU matmul)"),
+        _spec("fleetbench_train_mfu_ratio", "gauge", "ratio",
+              "Model FLOPs utilisation: achieved model FLOP/s over the device's peak; absent when unknown"),
+        _spec("fleetbench_train_alloc_retries_total", "counter", "count",
+              "CUDA caching allocator retries (cache flushes after a failed allocation)"),
+        _spec("fleetbench_train_ooms_total", "counter", "count",
+              "Out-of-memory errors raised in training steps"),
+        _spec("fleetbench_train_checkpoint_seconds", "gauge", "seconds",
+              "Wall-clock time of the latest distributed checkpoint save"),
+        _spec("fleetbench_train_checkpoints_total", "counter", "count",
+              "Distributed checkpoints written by this process"),
     )
 }
+
+
+# fmt: on
 
 
 def spec(name: str) -> MetricSpec:
