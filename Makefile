@@ -13,7 +13,7 @@ RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test lint pytest perf probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test lint pytest perf train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -43,6 +43,26 @@ pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow); starts doc
 
 perf: setup ## performance ratios measured side by side in one run (not a test)
 	@$(PY) scripts/perf.py
+
+# Training knobs: the same target runs multi-node with torchrun's c10d rendezvous
+#   make train NNODES=2 NODE_RANK=0 RDZV_ENDPOINT=node0:29500   (and NODE_RANK=1 on the other node)
+NPROC ?=
+NNODES ?=
+NODE_RANK ?=
+RDZV_ENDPOINT ?=
+PRESET ?=
+STEPS ?=
+CONFIG ?=
+TRAIN_ARGS ?=
+train_launch = $(if $(NNODES),--nnodes $(NNODES)) $(if $(NODE_RANK),--node-rank $(NODE_RANK)) \
+  $(if $(RDZV_ENDPOINT),--rdzv-endpoint $(RDZV_ENDPOINT)) $(if $(STEPS),--steps $(STEPS)) \
+  $(if $(CONFIG),--config $(CONFIG)) $(TRAIN_ARGS)
+
+train: setup ## FSDP2 on the CPU: 2 gloo ranks, tiny preset (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET STEPS CONFIG)
+	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) --preset $(or $(PRESET),tiny) $(train_launch)
+
+train-4gpu: setup ## FSDP2 on 4 GPUs (NCCL, bf16), the reference `seed` preset; same knobs as train
+	@$(FB) train --results-dir $(RESULTS) --device cuda --nproc $(or $(NPROC),4) --preset $(or $(PRESET),seed) $(train_launch)
 
 probe: setup ## time matmul and copy on this device (achieved FLOP/s and bytes/s)
 	@$(FB) probe --results-dir $(RESULTS)

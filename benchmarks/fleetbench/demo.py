@@ -22,6 +22,7 @@ from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import new_run_id
 from fleetbench.services.promql import PrometheusClient
 from fleetbench.services.stack import LocalStack
+from fleetbench.train.stage import run_train_stage
 
 Stage = Callable[[FleetbenchConfig, Console], ResultRecord]
 
@@ -52,6 +53,7 @@ def run_edge_demo_stage(config: FleetbenchConfig, console: Console) -> ResultRec
 
 STAGES: list[tuple[str, Stage]] = [
     ("probe", run_probe),
+    ("train", run_train_stage),
     ("profile", run_profile),
     ("edge", run_edge_demo_stage),
 ]

@@ -21,12 +21,14 @@ from fleetbench.cli import (
     report_cmd,
     results_cmd,
     stack_cmd,
+    train_cmd,
 )
 from fleetbench.cli.parser import OneLineParser
 from fleetbench.errors import UserError
 
 COMMAND_MODULES = (
     demo_cmd,
+    train_cmd,
     probe_cmd,
     profile_cmd,
     edge_cmd,
