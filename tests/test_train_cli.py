@@ -47,6 +47,10 @@ def fail_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], stat
         (["--nnodes", "2", "--node-rank", "2", "--rdzv-endpoint", "127.0.0.1:1"], "NODE_RANK=2 is not below NNODES=2"),
         (["--rdzv-endpoint", "no-port"], "train.rdzv_endpoint: Value error, expected HOST:PORT"),
         (["--nproc", "2", "--set", "train.fsdp=false"], "train.fsdp=false trains one unsharded process"),
+        (
+            ["--nproc", "1", "--set", "train.fsdp=false", "--set", "train.mixed_precision=true"],
+            "train.mixed_precision=true needs train.fsdp=true",
+        ),
         (["--nproc", "2", "--set", "train.hsdp=true", "--set", "train.hsdp_shard_size=3"], "hsdp_shard_size=3"),
         (["--set", "train.unknown=1"], "train.unknown: unknown key; accepted:"),
     ],

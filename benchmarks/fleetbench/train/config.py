@@ -224,11 +224,6 @@ def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
             f"train.fsdp=false trains one unsharded process but {plan.world_size} ranks were asked "
             "for; accepted: NPROC=1 NNODES=1 with fsdp=false, or fsdp=true"
         )
-    if cfg.mixed_precision and not cfg.fsdp:
-        raise UserError(
-            "train.mixed_precision=true needs train.fsdp=true (FSDP2's MixedPrecisionPolicy); "
-            "accepted with fsdp=false: mixed_precision=false"
-        )
     if cfg.hsdp and not cfg.fsdp:
         raise UserError("train.hsdp=true needs train.fsdp=true (HSDP is a 2-D FSDP mesh)")
     if cfg.hsdp and cfg.hsdp_shard_size is not None and plan.world_size % cfg.hsdp_shard_size:
@@ -244,4 +239,13 @@ def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
         raise UserError(
             f"train.checkpoint_every={cfg.checkpoint_every} is larger than train.steps="
             f"{plan.steps}, so no checkpoint would be written; accepted: 0 (off) or <= steps"
+        )
+
+
+def check_launch(cfg: TrainConfig) -> None:
+    """Checks of how the trainer runs (not of the model plan other tools also read)."""
+    if cfg.mixed_precision and not cfg.fsdp:
+        raise UserError(
+            "train.mixed_precision=true needs train.fsdp=true (FSDP2's MixedPrecisionPolicy); "
+            "accepted with fsdp=false: mixed_precision=false"
         )

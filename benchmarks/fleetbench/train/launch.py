@@ -29,7 +29,7 @@ from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.runinfo import new_run_id
 from fleetbench.train.checkpoint import find_resumable_run
-from fleetbench.train.config import TrainConfig, resolve_plan
+from fleetbench.train.config import TrainConfig, check_launch, resolve_plan
 
 ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
 WORKER_MODULE = "fleetbench.train"
@@ -83,6 +83,7 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
     nproc = cfg.nproc or default_local_ranks(cfg.device)
     world = nproc * cfg.nnodes
     plan = resolve_plan(cfg, world)
+    check_launch(cfg)
     check_ranks_fit(cfg.device, nproc)
     if cfg.node_rank >= cfg.nnodes:
         raise UserError(f"NODE_RANK={cfg.node_rank} is not below NNODES={cfg.nnodes}; accepted: 0 .. {cfg.nnodes - 1}")

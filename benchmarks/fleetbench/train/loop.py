@@ -28,7 +28,7 @@ from fleetbench.runinfo import host_name, new_run_id
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
 from fleetbench.telemetry.session import BenchmarkRun
 from fleetbench.train.checkpoint import Checkpointer, find_resumable_run
-from fleetbench.train.config import TrainConfig, TrainPlan, resolve_plan
+from fleetbench.train.config import TrainConfig, TrainPlan, check_launch, resolve_plan
 from fleetbench.train.data import TokenBatches
 from fleetbench.train.display import StepDisplay
 from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
@@ -492,6 +492,7 @@ def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
     cfg = config.train
     env = DistEnv.from_environ()
     plan = resolve_plan(cfg, env.world_size)
+    check_launch(cfg)
     device, comm_backend = pick_device(cfg, env)
     check_fits(plan, cfg, device.torch_device, env.local_world_size, compute_dtype(cfg, device) == torch.bfloat16)
     threads = threads_per_rank(cfg, env)
