@@ -53,10 +53,11 @@ RDZV_ENDPOINT ?=
 PRESET ?=
 STEPS ?=
 CONFIG ?=
+MAX_RESTARTS ?=
 TRAIN_ARGS ?=
 train_launch = $(if $(NNODES),--nnodes $(NNODES)) $(if $(NODE_RANK),--node-rank $(NODE_RANK)) \
   $(if $(RDZV_ENDPOINT),--rdzv-endpoint $(RDZV_ENDPOINT)) $(if $(STEPS),--steps $(STEPS)) \
-  $(if $(CONFIG),--config $(CONFIG)) $(TRAIN_ARGS)
+  $(if $(CONFIG),--config $(CONFIG)) $(if $(MAX_RESTARTS),--max-restarts $(MAX_RESTARTS)) $(TRAIN_ARGS)
 
 train: setup ## FSDP2 on the CPU: 2 gloo ranks, tiny preset (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET STEPS CONFIG)
 	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) --preset $(or $(PRESET),tiny) $(train_launch)

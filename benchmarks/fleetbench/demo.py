@@ -101,16 +101,29 @@ def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> P
 
 
 def arrived_table(prometheus: PrometheusClient, run_id: str) -> Table:
-    table = Table()
-    for column in ("metric", "benchmark", "labels", "value"):
-        table.add_column(column)
+    """Headline series of the run as Prometheus holds them (queried back, not the values sent)."""
+    table = Table(title=f"run {run_id} in Prometheus")
+    table.add_column("benchmark")
+    table.add_column("metric (fleetbench_...)", no_wrap=True)
+    table.add_column("labels")
+    table.add_column("value", justify="right")
     shown_metrics = (
-        "fleetbench_probe_achieved_.*|fleetbench_train_(mfu_ratio|tokens_per_second)|fleetbench_run_success"
+        "fleetbench_probe_achieved_.*|fleetbench_train_(mfu_ratio|tokens_per_second|loss)|fleetbench_run_success"
         "|fleetbench_edge_kernel_achieved_flop_per_second|fleetbench_edge_model_latency_mean_seconds"
     )
-    series = prometheus.query(f'{{__name__=~"{shown_metrics}", run_id="{run_id}"}}')
-    shown = ("probe", "kernel", "runtime", "size", "dtype", "rank")
-    for s in sorted(series, key=lambda s: (s.labels["__name__"], s.labels.get("probe", ""), s.labels.get("size", ""))):
+    series = prometheus.query(f'{{__name__=~"{shown_metrics}", run_id="{run_id}", rank="0"}}')
+    shown = ("probe", "kernel", "runtime", "size", "dtype")
+    order = {name: index for index, (name, _stage) in enumerate(STAGES)}
+    for s in sorted(
+        series,
+        key=lambda s: (
+            order.get(s.labels.get("benchmark", ""), 99),
+            s.labels["__name__"],
+            s.labels.get("kernel", s.labels.get("probe", "")),
+            s.labels.get("size", ""),
+        ),
+    ):
+        metric = s.labels["__name__"].removeprefix("fleetbench_")
         labels = " ".join(f"{k}={s.labels[k]}" for k in shown if k in s.labels)
-        table.add_row(s.labels["__name__"], s.labels.get("benchmark", ""), labels, f"{s.value:.4g}")
+        table.add_row(s.labels.get("benchmark", ""), metric, labels, f"{s.value:.4g}")
     return table
