@@ -44,7 +44,7 @@ def cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     state = tmp_path_factory.mktemp("cluster")
     inventory = cluster_up(3, state, Console(quiet=True), namespace=images.namespace)
     yield inventory
-    cluster_down(state, Console(quiet=True))
+    cluster_down(state, Console(quiet=True), namespace=images.namespace)
 
 
 def deploy(playbook: str, inventory: Path, results: Path, run_id: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
@@ -108,7 +108,7 @@ def test_site_end_to_end_then_idempotent_then_a_dead_node(cluster: Path, tmp_pat
     import docker
 
     client = docker.from_env()
-    client.containers.get("fleetbench-node3").stop(timeout=2)
+    client.containers.get(f"{hosts['vars']['fleetbench_name_prefix']}-node3").stop(timeout=2)
     rc, log, _ = deploy("edge", cluster, tmp_path, "fault-1")
     assert rc == 0, log[-4000:]
     started = time.monotonic()

@@ -71,6 +71,7 @@ def inventory(
                 "ansible_ssh_common_args": f"-o UserKnownHostsFile={state_dir / 'known_hosts'}",
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "fleetbench_image_tag": "latest-cpu",
+                "fleetbench_name_prefix": namespace,
                 "fleetbench_images": {
                     key: f"{namespace}/{name}"
                     for key, name in (
@@ -128,7 +129,7 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
 
     client = connect()
     state_dir = state_dir.resolve()
-    existing = client.containers.list(all=True, filters={"label": LABEL})
+    existing = client.containers.list(all=True, filters={"label": f"{LABEL}={namespace}"})
     if existing:
         raise UserError(f"a local cluster is already up ({len(existing)} nodes); `make cluster-down` first")
     image = f"{namespace}/{NODE_IMAGE}:latest-cpu"
@@ -143,10 +144,10 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
         node_dir.mkdir(parents=True, exist_ok=True)
         client.containers.run(
             image,
-            name=f"fleetbench-{name}",
+            name=f"{namespace}-{name}",
             detach=True,
             network_mode="host",
-            labels={LABEL: name},
+            labels={LABEL: namespace, f"{LABEL}.node": name},
             environment={"SSH_PORT": str(port)},
             volumes={
                 DOCKER_SOCKET: {"bind": DOCKER_SOCKET, "mode": "rw"},
@@ -188,14 +189,17 @@ def _wait_for_ssh(nodes: list[Node], state_dir: Path, console: Console, timeout_
     (state_dir / "known_hosts").write_text("".join(keys))
 
 
-def cluster_down(state_dir: Path, console: Console) -> list[str]:
+def cluster_down(state_dir: Path, console: Console, namespace: str = "fleetbench") -> list[str]:
     from fleetbench.images.engine import connect
 
     client = connect()
     removed = []
-    for container in client.containers.list(all=True, filters={"label": LABEL}):
+    # The nodes, and the services and jobs the playbooks started on them (named after the cluster).
+    for container in client.containers.list(all=True, filters={"label": f"{LABEL}={namespace}"}):
         container.remove(force=True)
-        removed.append(str(container.labels.get(LABEL) or container.name))
+        removed.append(str(container.labels.get(f"{LABEL}.node") or container.name))
+    for container in client.containers.list(all=True, filters={"name": f"^{namespace}-"}):
+        container.remove(force=True)
     inventory_file = state_dir / "inventory" / "hosts.yml"
     inventory_file.unlink(missing_ok=True)
     console.print(f"cluster: removed {', '.join(sorted(removed)) or 'nothing (no nodes were up)'}")
