@@ -96,6 +96,7 @@ def inventory(
                 "trainer_steps": 4,
                 "trainer_rdzv_port": ports["rdzv"],
                 "trainer_gloo_ifname": "lo",
+                "trainer_pid_mode": "host",  # the nodes share this kernel and hostname
                 "edge_vulkan_pass_dri": False,
                 "edge_vulkan_extra_args": ["--quick"],  # seconds on lavapipe; the full set is `make edge`
             },
