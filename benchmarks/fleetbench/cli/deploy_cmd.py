@@ -40,7 +40,11 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.deploy.launcher import run_playbook, summary_table
 
     run_id = validate_run_id(args.run_id) if args.run_id else new_run_id()
-    extra = {"fleetbench_run_id": run_id, **parse_extra_vars(args.extra_vars)}
+    extra = {
+        "fleetbench_run_id": run_id,
+        "fleetbench_controller_results_dir": str(args.results_dir.resolve()),  # where collect.yml fetches to
+        **parse_extra_vars(args.extra_vars),
+    }
     result = run_playbook(
         args.playbook,
         args.inventory,
