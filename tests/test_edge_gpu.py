@@ -72,7 +72,7 @@ def test_adapter_report_reads_features_limits_and_the_vulkan_extension_list(adap
     assert adapter.backend == "vulkan"
     assert adapter.limits["max-storage-buffer-binding-size"] > 0
     assert adapter.vulkan_extensions, "libvulkan's device extension list was not read"
-    # Every Vulkan 1.1+ driver lists these; the list is real, not a placeholder.
+    # Every Vulkan 1.1+ driver lists these; the list is what the driver reports.
     assert "VK_KHR_storage_buffer_storage_class" in adapter.vulkan_extensions
     assert set(adapter.cooperative_matrix) == {"VK_KHR_cooperative_matrix", "VK_NV_cooperative_matrix2"}
     for name, offered in adapter.cooperative_matrix.items():
