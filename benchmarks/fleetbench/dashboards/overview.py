@@ -93,63 +93,49 @@ probes = Row(
     ),
 )
 
+
+def dcgm_panel(title: str, series: str, scale: str, unit: str, description: str) -> Panel:
+    """One DCGM exporter series per GPU and host; `scale` turns DCGM's unit into the panel's."""
+    return Panel(
+        title,
+        "timeseries",
+        (Query(f"{series}{{{DCGM_HOST}}}{scale}", legend="{{Hostname}} gpu{{gpu}}"),),
+        unit,
+        f"{series}{description}",
+        gpu_only=True,
+        width=8,
+    )
+
+
 dcgm = Row(
     "GPUs (DCGM exporter)",
     (
-        Panel(
-            "GPU utilisation",
-            "timeseries",
-            (Query(f"DCGM_FI_DEV_GPU_UTIL{{{DCGM_HOST}}} / 100", legend="{{Hostname}} gpu{{gpu}}"),),
-            "percentunit",
-            "DCGM_FI_DEV_GPU_UTIL: share of time a kernel was running",
-            gpu_only=True,
-            width=8,
+        dcgm_panel(
+            "GPU utilisation", "DCGM_FI_DEV_GPU_UTIL", " / 100", "percentunit", ": share of time a kernel was running"
         ),
-        Panel(
+        dcgm_panel(
             "Framebuffer used",
-            "timeseries",
-            (Query(f"DCGM_FI_DEV_FB_USED{{{DCGM_HOST}}} * 1024 * 1024", legend="{{Hostname}} gpu{{gpu}}"),),
+            "DCGM_FI_DEV_FB_USED",
+            " * 1024 * 1024",
             "bytes",
-            "DCGM_FI_DEV_FB_USED (MiB, shown in bytes): device memory in use by every process",
-            gpu_only=True,
-            width=8,
+            " (MiB, shown in bytes): device memory in use by every process",
         ),
-        Panel(
+        dcgm_panel(
             "DRAM active",
-            "timeseries",
-            (Query(f"DCGM_FI_PROF_DRAM_ACTIVE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
+            "DCGM_FI_PROF_DRAM_ACTIVE",
+            "",
             "percentunit",
-            "DCGM_FI_PROF_DRAM_ACTIVE: share of cycles the memory interface was busy",
-            gpu_only=True,
-            width=8,
+            ": share of cycles the memory interface was busy",
         ),
-        Panel(
+        dcgm_panel(
             "Tensor pipe active",
-            "timeseries",
-            (Query(f"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "",
             "percentunit",
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE: share of cycles the tensor cores were busy",
-            gpu_only=True,
-            width=8,
+            ": share of cycles the tensor cores were busy",
         ),
-        Panel(
-            "Power",
-            "timeseries",
-            (Query(f"DCGM_FI_DEV_POWER_USAGE{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
-            "watt",
-            "DCGM_FI_DEV_POWER_USAGE",
-            gpu_only=True,
-            width=8,
-        ),
-        Panel(
-            "Temperature",
-            "timeseries",
-            (Query(f"DCGM_FI_DEV_GPU_TEMP{{{DCGM_HOST}}}", legend="{{Hostname}} gpu{{gpu}}"),),
-            "celsius",
-            "DCGM_FI_DEV_GPU_TEMP",
-            gpu_only=True,
-            width=8,
-        ),
+        dcgm_panel("Power", "DCGM_FI_DEV_POWER_USAGE", "", "watt", ""),
+        dcgm_panel("Temperature", "DCGM_FI_DEV_GPU_TEMP", "", "celsius", ""),
     ),
 )
 
