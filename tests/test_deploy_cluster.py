@@ -60,12 +60,14 @@ def deploy(playbook: str, inventory: Path, results: Path, run_id: str, *extra: s
         *extra,
         timeout=1500,
     )
-    return result.returncode, result.stderr, host_stats(results / run_id / "deploy")
+    return result.returncode, result.stderr, host_stats(results / run_id / "deploy", playbook)
 
 
-def host_stats(artifacts: Path) -> dict[str, Any]:
-    """ok/changed/failures/dark per host, from the runner's playbook_on_stats event."""
-    for event_file in sorted(artifacts.glob("artifacts/*/job_events/*.json")):
+def host_stats(deploy_dir: Path, playbook: str) -> dict[str, Any]:
+    """ok/changed/failures/dark per host, from the playbook_on_stats event of this playbook's latest run
+    (a run id's deploys share deploy/; each runner's artifacts are artifacts/<playbook>-<time>/)."""
+    runs = sorted(deploy_dir.glob(f"artifacts/{playbook}-*"))
+    for event_file in sorted(runs[-1].glob("job_events/*.json")) if runs else []:
         event = json.loads(event_file.read_text())
         if event.get("event") == "playbook_on_stats":
             data = event["event_data"]

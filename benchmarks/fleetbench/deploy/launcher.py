@@ -1,7 +1,7 @@
 """`fleetbench deploy PLAYBOOK --inventory DIR`: run a playbook of deploy/ through ansible-runner.
 
 Live progress per host comes from the runner's events; the end is a per-host table of
-ok/changed/failed/unreachable; the runner's artifacts stay in results/<run_id>/deploy/.
+ok/changed/failed/unreachable; the runner's artifacts stay in results/<run_id>/deploy/artifacts/<playbook>-<time>/.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,9 @@ def run_playbook(
         cmdline += ["--tags", tags]
     if skip_tags:
         cmdline += ["--skip-tags", skip_tags]
+    # One folder per playbook run, named so that several deploys under one run id (edge, then
+    # collect) stay apart and read in order: artifacts/<playbook>-<UTC time>/.
+    ident = f"{book.stem}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
     view = ProgressView()
     with Live(view.table(), console=console, refresh_per_second=4, transient=True) as live:
 
@@ -185,6 +189,7 @@ def run_playbook(
 
         runner = ansible_runner.run(
             private_data_dir=str(artifacts_dir),
+            ident=ident,
             project_dir=str(root),
             playbook=str(book),
             inventory=str(inventory),
@@ -211,7 +216,7 @@ def run_playbook(
     for key, column in STAT_KEYS.items():
         for host, count in (stats.get(key) or {}).items():
             hosts.setdefault(host, dict.fromkeys(STAT_KEYS.values(), 0))[column] = count
-    return DeployResult(runner.status, runner.rc, hosts, artifacts_dir, view.failures)
+    return DeployResult(runner.status, runner.rc, hosts, artifacts_dir / "artifacts" / ident, view.failures)
 
 
 def summary_table(result: DeployResult) -> Table:
