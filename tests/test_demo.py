@@ -43,7 +43,9 @@ def test_demo_runs_end_to_end_and_leaves_prometheus_up(tmp_path: Path) -> None:
         assert (tmp_path / "results" / "demo-1" / "fleetbench_probe_rank0.prom").is_file()
         # The services stay up after the demo, holding the run's series.
         prometheus = PrometheusClient(f"http://127.0.0.1:{env['FLEETBENCH_PROMETHEUS_PORT']}")
-        flops = prometheus.query('fleetbench_probe_achieved_flop_per_second{run_id="demo-1",size="128"}')
+        flops = prometheus.wait_for(
+            'fleetbench_probe_achieved_flop_per_second{run_id="demo-1",size="128"}', timeout_s=10
+        )
         assert [s.value for s in flops] == [probe.metric("fleetbench_probe_achieved_flop_per_second", size="128")]
         shown = run_cli("results", "--results-dir", str(tmp_path / "results"), "show", "demo-1", "--json")
         assert shown.returncode == 0

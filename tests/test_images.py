@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
-import time
 import tomllib
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -165,15 +164,6 @@ def test_no_sources_of_secrets_or_build_inputs_in_the_python_images(images: Sess
 # ---- the benchmarks in their images ----------------------------------------------------------
 
 
-def wait_for_series(prometheus: PrometheusClient, expr: str, want: int, timeout_s: float = 45) -> list[Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        series = prometheus.query(expr)
-        if len(series) >= want or time.monotonic() > deadline:
-            return series
-        time.sleep(0.5)
-
-
 @pytest.mark.slow
 def test_trainer_image_two_gloo_ranks_metrics_and_record(
     images: SessionImages, monitoring: Monitoring, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -194,8 +184,8 @@ def test_trainer_image_two_gloo_ranks_metrics_and_record(
     assert "2 rank(s)" in done.stderr + done.stdout and "gloo" in done.stderr + done.stdout  # process group
     label = images.client.images.get(images.ref("trainer")).labels["org.opencontainers.image.revision"]
     assert records[0].git_revision == label  # the image says which commit it ran
-    series = wait_for_series(
-        PrometheusClient(monitoring.prometheus_url), f'group by (rank) ({{run_id="{run_id}"}})', want=2
+    series = PrometheusClient(monitoring.prometheus_url).wait_for(
+        f'group by (rank) ({{run_id="{run_id}"}})', timeout_s=45, min_series=2
     )
     assert sorted(s.labels["rank"] for s in series) == ["0", "1"]
     with capsys.disabled():
@@ -231,7 +221,7 @@ def test_edge_image_runs_kernels_on_lavapipe(
     kernels = record.summary["kernels"]
     assert kernels and all(k["correct"] for k in kernels), kernels
     assert not record.summary["failures"]
-    series = wait_for_series(PrometheusClient(monitoring.prometheus_url), f'{{run_id="{run_id}"}}', want=1)
+    series = PrometheusClient(monitoring.prometheus_url).wait_for(f'{{run_id="{run_id}"}}', timeout_s=45)
     assert series
     with capsys.disabled():
         print(f"\nedge image ran via {path}: {len(kernels)} kernels correct on {record.device}")

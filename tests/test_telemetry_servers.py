@@ -35,7 +35,9 @@ def assert_record_in_prometheus(record: ResultRecord, prometheus: PrometheusClie
     """Every sample of the record is in Prometheus with exactly the value that was sent."""
     prometheus.wait_for(f'fleetbench_run_success{{run_id="{record.run_id}"}}', timeout_s=20)
     for sample in record.metrics:
-        series = prometheus.query(selector(record, sample.name, sample.labels))
+        # Polled, not queried once: a gateway scrape that times out on a loaded machine marks every
+        # series stale until the next good scrape (half a second later).
+        series = prometheus.wait_for(selector(record, sample.name, sample.labels), timeout_s=10)
         assert len(series) == 1, (sample, series)
         assert series[0].value == sample.value, sample
         assert series[0].labels["job"] == "fleetbench"
