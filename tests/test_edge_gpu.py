@@ -90,7 +90,8 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
     record = run_edge(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True), _console())
     assert record.status == "ok", record.error
     rows = record.summary["kernels"]
-    expected = {(k, d) for k in EDGE_KERNELS for d in (("u32",) if k == "copy" else dtypes)}
+    runnable = [k for k in EDGE_KERNELS if all(adapter.has(f) for f in kernels.KERNELS[k].features)]
+    expected = {(k, d) for k in runnable for d in (("u32",) if k == "copy" else dtypes)}
     assert {(r["kernel"], r["dtype"]) for r in rows} == expected
     for row in rows:
         assert row["correct"], row
@@ -264,9 +265,67 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
     base = {**SMALL, "backend": "vulkan", "dtypes": ["float32"]}
     plan = plan_edge(EdgeConfig.model_validate(base), _console())
     assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
-    assert {c.problem.spec.name for c in plan.compiled} == {k for k in EDGE_KERNELS if not k.endswith("_spirv")}
+    assert {c.problem.spec.name for c in plan.compiled} == {
+        k for k in EDGE_KERNELS if not k.endswith("_spirv") and all(adapter.has(f) for f in kernels.KERNELS[k].features)
+    }
     with pytest.raises(UserError, match="glslc not found"):
         plan_edge(EdgeConfig.model_validate({**base, "kernels": ["peak_fma_spirv"]}), _console())
+    # The quick set's kernels are defaults too: skipped with the same note, not refused.
+    from fleetbench.edge.runner import quick
+
+    plan = plan_edge(quick(EdgeConfig.model_validate(base)), _console())
+    assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
+    assert all(not c.problem.spec.name.endswith("_spirv") for c in plan.compiled)
+
+
+@pytest.mark.vulkan
+def test_subgroup_size_is_measured_and_the_subgroup_gemm_needs_it(adapter: gpu.AdapterReport) -> None:
+    if not adapter.has("subgroup"):
+        pytest.skip(f"{adapter.device} does not offer subgroups")
+    from fleetbench.edge.runner import plan_edge
+
+    cfg = EdgeConfig.model_validate({**SMALL, "backend": "vulkan", "dtypes": ["float32"], "kernels": ["gemm_subgroup"]})
+    plan = plan_edge(cfg, _console())
+    assert plan.adapter is not None
+    size = plan.adapter.subgroup_size
+    assert size is not None and size >= 4 and size & (size - 1) == 0
+    if plan.adapter.device.startswith("llvmpipe") and "256 bits" in plan.adapter.device:
+        assert size == 8  # one subgroup per 256-bit SIMD register of f32 lanes
+    assert plan.adapter.as_dict()["subgroup_size"] == size
+    (problem,) = [c.problem for c in plan.compiled]
+    assert problem.groups == (1, 2, 1)  # 128x128: one 128-column tile wide, two 64-row tiles high
+
+
+@pytest.mark.vulkan
+def test_kernels_needing_a_missing_feature_or_wider_subgroups_are_skipped_or_refused(
+    adapter: gpu.AdapterReport,
+) -> None:
+    from fleetbench.edge.runner import _too_narrow, _with_features
+
+    wanted = ["gemm_vec4", "gemm_subgroup", "peak_fma"]
+    lacking = gpu.AdapterReport(**{**vars(adapter), "features": [f for f in adapter.features if f != "subgroup"]})
+    notes: list[str] = []
+    assert _with_features(EdgeConfig(), lacking, wanted, notes) == ["gemm_vec4", "peak_fma"]
+    assert notes == [f"gemm_subgroup skipped: {adapter.device} does not offer subgroup"]
+    with pytest.raises(
+        UserError,
+        match=r"edge kernel gemm_subgroup needs the 'subgroup' feature, which .* lacks; "
+        r"accepted: gemm_vec4, peak_fma",
+    ):
+        _with_features(EdgeConfig(kernels=wanted), lacking, wanted, [])
+
+    narrow = gpu.AdapterReport(**{**vars(adapter), "subgroup_size": 4})
+    notes = []
+    assert _too_narrow(EdgeConfig(), narrow, wanted, notes) == {"gemm_subgroup"}
+    assert notes == [
+        f"gemm_subgroup skipped: gemm_subgroup needs subgroups of at least 8 invocations; {adapter.device} runs 4"
+    ]
+    with pytest.raises(
+        UserError, match=r"needs subgroups of at least 8 invocations.*; accepted: gemm_vec4 or gemm_tiled"
+    ):
+        _too_narrow(EdgeConfig(kernels=wanted), narrow, wanted, [])
+    wide = gpu.AdapterReport(**{**vars(adapter), "subgroup_size": 32})
+    assert _too_narrow(EdgeConfig(kernels=wanted), wide, wanted, []) == set()
 
 
 # --- without a GPU ------------------------------------------------------------------------------------

@@ -173,7 +173,16 @@ class ProfileConfig(StrictModel):
 
 
 EdgeKernel = Literal[
-    "gemm_tiled", "gemm_vec4", "gemm_vec4_spirv", "softmax", "rmsnorm", "silu", "peak_fma", "peak_fma_spirv", "copy"
+    "gemm_tiled",
+    "gemm_vec4",
+    "gemm_subgroup",
+    "gemm_vec4_spirv",
+    "softmax",
+    "rmsnorm",
+    "silu",
+    "peak_fma",
+    "peak_fma_spirv",
+    "copy",
 ]
 EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)
 EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]

@@ -134,6 +134,7 @@ class AdapterReport:
     vulkan_api: str | None = None
     vulkan_extensions: list[str] | None = None
     cooperative_matrix: dict[str, bool | None] = field(default_factory=dict)
+    subgroup_size: int | None = None  # measured on the device (see measure_subgroup_size); None: not measured
 
     def has(self, feature: str) -> bool:
         return feature in self.features
@@ -161,6 +162,7 @@ class AdapterReport:
             "vulkan_api": self.vulkan_api,
             "cooperative_matrix": self.cooperative_matrix,
             "vulkan_extensions": self.vulkan_extensions,
+            "subgroup_size": self.subgroup_size,
         }
 
 
@@ -203,3 +205,41 @@ def timestamp_period_ns(device: Any) -> float:
     """Nanoseconds per timestamp tick (wgpuQueueGetTimestampPeriod; wgpu-py has no public wrapper)."""
     lib = optional_module("wgpu.backends.wgpu_native._ffi").lib
     return float(lib.wgpuQueueGetTimestampPeriod(device.queue._internal))
+
+
+# Every invocation of one 64-wide workgroup writes the subgroup size it runs with.
+_SUBGROUP_SIZE_PROBE = """
+@group(0) @binding(0) var<storage, read_write> sizes: array<u32, 64>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(local_invocation_index) i: u32, @builtin(subgroup_size) size: u32) {
+    sizes[i] = size;
+}
+"""
+
+
+def measure_subgroup_size(device: Any) -> int:
+    """The smallest subgroup size a compute dispatch runs with on this device (needs the `subgroup` feature).
+
+    Measured, because wgpu-py 0.32 reports WebGPU's default bounds (4-128) rather than the adapter's.
+    Drivers that pick a size per pipeline (Intel) may differ from this probe; kernels that depend on
+    the size check it themselves too.
+    """
+    import numpy as np
+
+    usage = optional_module("wgpu").BufferUsage
+    module = device.create_shader_module(code=_SUBGROUP_SIZE_PROBE)
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+    out = device.create_buffer(size=64 * 4, usage=usage.STORAGE | usage.COPY_SRC)
+    bind_group = device.create_bind_group(
+        layout=pipeline.get_bind_group_layout(0),
+        entries=[{"binding": 0, "resource": {"buffer": out, "offset": 0, "size": out.size}}],
+    )
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, bind_group)
+    compute.dispatch_workgroups(1, 1, 1)
+    compute.end()
+    device.queue.submit([encoder.finish()])
+    return int(np.frombuffer(device.queue.read_buffer(out), dtype=np.uint32).min())

@@ -36,6 +36,7 @@ class KernelSpec:
     workgroup: tuple[int, int]
     workgroup_storage_bytes: int
     about: str
+    features: tuple[str, ...] = ()  # adapter features the kernel needs beyond core WebGPU
 
     @property
     def dtypes(self) -> tuple[str, ...]:
@@ -62,6 +63,16 @@ KERNELS: dict[str, KernelSpec] = {
             (16, 8),
             0,
             "GEMM, register-blocked 16x8 per invocation, vec4 loads, no workgroup memory",
+        ),
+        KernelSpec(
+            "gemm_subgroup",
+            "gemm",
+            "gemm_subgroup.wgsl",
+            "wgsl",
+            (16, 1),
+            0,
+            "GEMM, 64x8 per invocation, A shared through subgroup broadcasts (tuned for CPU adapters)",
+            features=("subgroup",),
         ),
         KernelSpec(
             "gemm_vec4_spirv",
@@ -113,7 +124,10 @@ KERNELS: dict[str, KernelSpec] = {
     )
 }
 
-GEMM_TILE = {"gemm_tiled": 64, "gemm_vec4": 128, "gemm_vec4_spirv": 128}
+# The C tile of one workgroup, (columns, rows): sizes are multiples of 128, so every tile divides them.
+GEMM_TILE = {"gemm_tiled": (64, 64), "gemm_vec4": (128, 128), "gemm_vec4_spirv": (128, 128), "gemm_subgroup": (128, 64)}
+# gemm_subgroup broadcasts rows from lanes 0-7 of each subgroup: narrower subgroups cannot run it.
+MIN_SUBGROUP_SIZE = {"gemm_subgroup": 8}
 TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and peak must be exact
 
 
@@ -239,9 +253,9 @@ def _gemm(spec: KernelSpec, dtype: str, n: int, seed: list[int], limits: dict[st
         result: np.ndarray = a.astype(np.float64) @ b.astype(np.float64)
         return result
 
-    tile = GEMM_TILE[spec.name]
+    tile_cols, tile_rows = GEMM_TILE[spec.name]
     binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
-    largest = math.isqrt(binding // np_dtype.itemsize) // tile * tile
+    largest = math.isqrt(binding // np_dtype.itemsize) // 128 * 128
     return Problem(
         spec=spec,
         dtype=dtype,
@@ -251,7 +265,7 @@ def _gemm(spec: KernelSpec, dtype: str, n: int, seed: list[int], limits: dict[st
         make_inputs=drawn,
         output_nbytes=n * n * np_dtype.itemsize,
         output_dtype=np_dtype.name,
-        groups=(n // tile, n // tile, 1),
+        groups=(n // tile_cols, n // tile_rows, 1),
         flops=2.0 * n**3,
         bytes_moved=3.0 * n * n * np_dtype.itemsize,
         reference=gemm_ref,

@@ -36,7 +36,7 @@ BENCHMARK = "edge"
 
 # A few seconds on lavapipe: `fleetbench edge run --quick` and the demo stage.
 QUICK: dict[str, Any] = {
-    "kernels": ["gemm_vec4", "gemm_vec4_spirv", "softmax", "rmsnorm", "silu", "peak_fma", "copy"],
+    "kernels": ["gemm_vec4", "gemm_subgroup", "gemm_vec4_spirv", "softmax", "rmsnorm", "silu", "peak_fma", "copy"],
     "dtypes": ["float32"],
     "gemm_sizes": [256],
     "rows": 256,
@@ -57,8 +57,13 @@ QUICK: dict[str, Any] = {
 
 
 def quick(cfg: EdgeConfig) -> EdgeConfig:
-    """The quick set, except for what the user set explicitly (config file, --set, flags)."""
-    return cfg.model_copy(update={k: v for k, v in QUICK.items() if k not in cfg.model_fields_set})
+    """The quick set, except for what the user set explicitly (config file, --set, flags).
+
+    The quick values stay defaults, not user choices: a quick kernel this machine cannot run (no glslc,
+    no subgroups) is skipped with a note, as from the full default set, instead of refused.
+    """
+    values = {**dict(cfg), **{k: v for k, v in QUICK.items() if k not in cfg.model_fields_set}}
+    return EdgeConfig.model_construct(_fields_set=set(cfg.model_fields_set), **values)
 
 
 @dataclass
@@ -117,6 +122,38 @@ def _timing(cfg: EdgeConfig, rep: gpu.AdapterReport) -> str:
     return cfg.timing
 
 
+def _with_features(cfg: EdgeConfig, rep: gpu.AdapterReport, wanted: list[str], notes: list[str]) -> list[str]:
+    """Drop kernels whose adapter features are missing: with a note, or an error if they were asked for."""
+    kept = []
+    for name in wanted:
+        missing = [f for f in kernels.KERNELS[name].features if not rep.has(f)]
+        if not missing:
+            kept.append(name)
+        elif "kernels" in cfg.model_fields_set:
+            others = ", ".join(k for k in wanted if k != name) or "kernels without adapter features"
+            raise UserError(
+                f"edge kernel {name} needs the {missing[0]!r} feature, which {rep.device} lacks; accepted: {others}"
+            )
+        else:
+            notes.append(f"{name} skipped: {rep.device} does not offer {', '.join(missing)}")
+    return kept
+
+
+def _too_narrow(cfg: EdgeConfig, rep: gpu.AdapterReport, wanted: list[str], notes: list[str]) -> set[str]:
+    """Kernels that need wider subgroups than the measured size: a note, or an error if they were asked for."""
+    narrow = set()
+    for name in wanted:
+        need = kernels.MIN_SUBGROUP_SIZE.get(name)
+        if need is None or rep.subgroup_size is None or rep.subgroup_size >= need:
+            continue
+        message = f"{name} needs subgroups of at least {need} invocations; {rep.device} runs {rep.subgroup_size}"
+        if "kernels" in cfg.model_fields_set:
+            raise UserError(f"{message}; accepted: gemm_vec4 or gemm_tiled instead")
+        notes.append(f"{name} skipped: {message}")
+        narrow.add(name)
+    return narrow
+
+
 def _compile(device: Any, code: str | bytes, what: str, adapter: str) -> Any:
     try:
         module = device.create_shader_module(code=code)
@@ -143,19 +180,26 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
     notes: list[str] = []
     dtypes = _dtypes(cfg, rep, notes)
     timing_kind = _timing(cfg, rep)
-    wanted = list(cfg.kernels)
+    wanted: list[str] = list(cfg.kernels)
     if any(kernels.KERNELS[k].lang == "glsl" for k in wanted) and spirv.glslc() is None:
         if "kernels" in cfg.model_fields_set:
             raise UserError(spirv.MISSING_GLSLC)
         wanted = [k for k in wanted if kernels.KERNELS[k].lang != "glsl"]
         notes.append("SPIR-V kernels skipped: glslc not found (Debian package glslc)")
+    wanted = _with_features(cfg, rep, wanted, notes)
     problems = kernels.build_problems(cfg, wanted, dtypes, rep.limits)
     for problem in problems:
         kernels.check_limits(problem, rep.limits, rep.device)
-    features = (["shader-f16"] if "float16" in dtypes else []) + (
-        ["timestamp-query"] if timing_kind == "timestamp" else []
+    features = (
+        (["shader-f16"] if "float16" in dtypes else [])
+        + (["timestamp-query"] if timing_kind == "timestamp" else [])
+        + sorted({f for name in wanted for f in kernels.KERNELS[name].features})
     )
     device = gpu.open_device(adapter, features)
+    if "subgroup" in features:
+        rep.subgroup_size = gpu.measure_subgroup_size(device)
+        narrow = _too_narrow(cfg, rep, wanted, notes)
+        problems = [p for p in problems if p.spec.name not in narrow]
     period = gpu.timestamp_period_ns(device) if timing_kind == "timestamp" else 1.0
     kdir = paths.kernels_dir()
     spirv_dir = cfg.spirv_dir or paths.default_spirv_dir()
@@ -343,6 +387,7 @@ def run_edge(config: FleetbenchConfig, console: Console) -> ResultRecord:
             console.print(
                 "features: "
                 + ", ".join(f"{f} {_yes(rep.has(f))}" for f in ("shader-f16", "subgroup", "timestamp-query"))
+                + (f" (subgroup size {rep.subgroup_size})" if rep.subgroup_size else "")
                 + (f"; {coop}" if coop else "")
             )
             run.metrics.set(
