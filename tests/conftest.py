@@ -63,6 +63,7 @@ def demo_run(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Pat
         {
             "run": {"results_dir": str(tmp_path_factory.mktemp("demo-results")), "run_id": "demo-session"},
             "probe": {"matmul_sizes": [128, 256], "copy_mib": [4], "min_run_time_s": 0.05},
+            "train": {"steps": 30},  # the tiny preset's 100 steps show the same panels, slower
         }
     )
     return run_demo(config, stack, Console(quiet=True))

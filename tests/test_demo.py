@@ -30,6 +30,8 @@ def test_demo_runs_end_to_end_and_leaves_prometheus_up(tmp_path: Path) -> None:
         "probe.matmul_sizes=[128]",
         "--set",
         "probe.min_run_time_s=0.05",
+        "--set",
+        "train.steps=30",
     ]
     try:
         result = run_cli("demo", *args, env=env, cwd=tmp_path)
