@@ -35,7 +35,7 @@ def main() -> int:
 
     try:
         rep = gpu.report(gpu.select_adapter("auto", None, "high-performance"))
-        gemms = [k for k in GEMMS if all(rep.has(f) for f in kernels.KERNELS[k].features)]
+        gemms = [k for k in GEMMS if not kernels.KERNELS[k].missing_features(rep.features)]
         cfg = EdgeConfig(
             kernels=[*gemms, "peak_fma"],
             dtypes=["float32"],

@@ -90,7 +90,7 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
     record = run_edge(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True), _console())
     assert record.status == "ok", record.error
     rows = record.summary["kernels"]
-    runnable = [k for k in EDGE_KERNELS if all(adapter.has(f) for f in kernels.KERNELS[k].features)]
+    runnable = [k for k in EDGE_KERNELS if not kernels.KERNELS[k].missing_features(adapter.features)]
     expected = {(k, d) for k in runnable for d in (("u32",) if k == "copy" else dtypes)}
     assert {(r["kernel"], r["dtype"]) for r in rows} == expected
     for row in rows:
@@ -266,7 +266,9 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
     plan = plan_edge(EdgeConfig.model_validate(base), _console())
     assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
     assert {c.problem.spec.name for c in plan.compiled} == {
-        k for k in EDGE_KERNELS if not k.endswith("_spirv") and all(adapter.has(f) for f in kernels.KERNELS[k].features)
+        k
+        for k in EDGE_KERNELS
+        if not k.endswith("_spirv") and not kernels.KERNELS[k].missing_features(adapter.features)
     }
     with pytest.raises(UserError, match="glslc not found"):
         plan_edge(EdgeConfig.model_validate({**base, "kernels": ["peak_fma_spirv"]}), _console())

@@ -11,7 +11,7 @@ difference over the largest reference magnitude (a normwise relative error).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -37,6 +37,10 @@ class KernelSpec:
     workgroup_storage_bytes: int
     about: str
     features: tuple[str, ...] = ()  # adapter features the kernel needs beyond core WebGPU
+
+    def missing_features(self, offered: Collection[str]) -> list[str]:
+        """The adapter features this kernel needs that `offered` (an adapter's feature list) lacks."""
+        return [f for f in self.features if f not in offered]
 
     @property
     def dtypes(self) -> tuple[str, ...]:

@@ -126,7 +126,7 @@ def _with_features(cfg: EdgeConfig, rep: gpu.AdapterReport, wanted: list[str], n
     """Drop kernels whose adapter features are missing: with a note, or an error if they were asked for."""
     kept = []
     for name in wanted:
-        missing = [f for f in kernels.KERNELS[name].features if not rep.has(f)]
+        missing = kernels.KERNELS[name].missing_features(rep.features)
         if not missing:
             kept.append(name)
         elif "kernels" in cfg.model_fields_set:
