@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import subprocess
 import tarfile
+import time
 import tomllib
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from rich.console import Console
 
 from conftest import REPO, run_cli
@@ -225,6 +228,29 @@ def test_edge_image_runs_kernels_on_lavapipe(
     assert series
     with capsys.disabled():
         print(f"\nedge image ran via {path}: {len(kernels)} kernels correct on {record.device}")
+
+
+@pytest.mark.slow
+def test_pushgateway_container_keeps_pushed_groups_across_a_restart(monitoring: Monitoring) -> None:
+    # The entrypoint points the gateway at PERSISTENCE_FILE, writable by the image's user; Debian's
+    # default (/var/lib/prometheus) is not, and its groups would be gone after a restart.
+    registry = CollectorRegistry()
+    Gauge("fleetbench_steps_total", "steps", registry=registry).set(3)
+    push_to_gateway(monitoring.pushgateway_url, job="fleetbench", registry=registry, grouping_key={"run_id": "kept"})
+    gateway = monitoring.containers[0]
+    gateway.restart(timeout=10)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{monitoring.pushgateway_url}/api/v1/metrics", timeout=2) as response:
+                groups = [group["labels"] for group in json.load(response)["data"]]
+            break
+        except OSError:
+            assert time.monotonic() < deadline, gateway.logs(tail=20).decode(errors="replace")
+            time.sleep(0.5)
+    assert {"job": "fleetbench", "run_id": "kept"} in [
+        {k: v for k, v in labels.items() if k in {"job", "run_id"}} for labels in groups
+    ], groups
 
 
 @pytest.mark.slow

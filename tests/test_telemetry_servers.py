@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import time
@@ -9,6 +10,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from rich.console import Console
 
 from conftest import run_cli
@@ -84,7 +86,8 @@ def test_pushgateway_killed_mid_run_spools_then_flush_delivers(
     # session gateway, so the flush is pointed there (as a user does after moving a gateway).
     gateway_port = free_port()
     gateway = subprocess.Popen(
-        ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{gateway_port}"],
+        # In memory only: Debian's default persistence file is shared by every gateway on the machine.
+        ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{gateway_port}", "--persistence.file="],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -201,3 +204,36 @@ def test_http_metrics_endpoint_serves_the_live_registry(tmp_path: Path) -> None:
     assert " 7.0" in body.split("fleetbench_steps_total{", 1)[1].splitlines()[0]
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
+
+
+def gateway_groups(url: str) -> list[dict[str, str]]:
+    with urllib.request.urlopen(f"{url}/api/v1/metrics", timeout=5) as response:
+        return [group["labels"] for group in json.load(response)["data"]]
+
+
+def test_each_stack_keeps_its_own_pushgateway_state(tmp_path: Path) -> None:
+    # Debian's gateway persists to one machine-wide file by default; a stack must neither read
+    # another's pushes nor lose its own across a restart (the demo's stack is restarted by users).
+    def make(name: str) -> LocalStack:
+        return LocalStack(tmp_path / name, prometheus_port=free_port(), pushgateway_port=free_port())
+
+    first = make("first").up()
+    try:
+        registry = CollectorRegistry()
+        Gauge("fleetbench_steps_total", "steps", registry=registry).set(7)
+        push_to_gateway(first.pushgateway_url, job="fleetbench", registry=registry, grouping_key={"run_id": "kept-1"})
+        assert {"job": "fleetbench", "run_id": "kept-1"}.items() <= gateway_groups(first.pushgateway_url)[0].items()
+    finally:
+        first.down()
+
+    second = make("second").up()
+    try:
+        assert gateway_groups(second.pushgateway_url) == []
+    finally:
+        second.down()
+
+    restarted = LocalStack(first.state_dir, prometheus_port=free_port(), pushgateway_port=free_port()).up()
+    try:
+        assert [group["run_id"] for group in gateway_groups(restarted.pushgateway_url)] == ["kept-1"]
+    finally:
+        restarted.down()

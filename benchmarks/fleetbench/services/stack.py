@@ -123,6 +123,9 @@ class LocalStack:
             [
                 find_binary("pushgateway"),
                 f"--web.listen-address={LOOPBACK}:{self.pushgateway_port}",
+                # Debian's build persists to /var/lib/prometheus/pushgateway.data by default, which every
+                # gateway on the machine would share (and reload at start): each stack keeps its own.
+                f"--persistence.file={self.state_dir / 'pushgateway.data'}",
             ],
             self.pushgateway_url,
             timeout_s,
