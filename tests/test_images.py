@@ -235,7 +235,7 @@ def test_pushgateway_container_keeps_pushed_groups_across_a_restart(monitoring: 
     # The entrypoint points the gateway at PERSISTENCE_FILE, writable by the image's user; Debian's
     # default (/var/lib/prometheus) is not, and its groups would be gone after a restart.
     registry = CollectorRegistry()
-    Gauge("fleetbench_steps_total", "steps", registry=registry).set(3)
+    Gauge("persistence_probe", "a group that must survive the restart", registry=registry).set(3)
     push_to_gateway(monitoring.pushgateway_url, job="fleetbench", registry=registry, grouping_key={"run_id": "kept"})
     gateway = monitoring.containers[0]
     gateway.restart(timeout=10)

@@ -220,7 +220,7 @@ def test_each_stack_keeps_its_own_pushgateway_state(tmp_path: Path) -> None:
     first = make("first").up()
     try:
         registry = CollectorRegistry()
-        Gauge("fleetbench_steps_total", "steps", registry=registry).set(7)
+        Gauge("persistence_probe", "a group that must survive the restart", registry=registry).set(7)
         push_to_gateway(first.pushgateway_url, job="fleetbench", registry=registry, grouping_key={"run_id": "kept-1"})
         assert {"job": "fleetbench", "run_id": "kept-1"}.items() <= gateway_groups(first.pushgateway_url)[0].items()
     finally:
