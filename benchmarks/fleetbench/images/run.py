@@ -184,11 +184,10 @@ def run_image(
         + (f", {', '.join(extras)}" if extras else "")
     )
     try:
-        container = client.containers.run(
+        container = client.containers.create(
             plan.image,
             plan.command or None,
             name=f"fleetbench-{name}-{secrets.token_hex(3)}",
-            detach=True,
             network_mode="host",
             user=plan.user,
             environment=plan.environment,
@@ -201,15 +200,18 @@ def run_image(
             labels={"io.fleetbench.image": name},
         )
     except APIError as exc:
-        reason = " ".join(str(exc.explanation or exc).split())
-        if plan.device_requests and "device driver" in reason:
-            reason += " (GPUs need the NVIDIA Container Toolkit on the host)"
-        raise UserError(f"could not start {plan.image}: {reason}") from None
+        raise UserError(f"could not start {plan.image}: {_reason(exc, plan)}") from None
     try:
-        pump = threading.Thread(target=_pump, args=(container,), daemon=True)
+        # Attached before it starts, as `docker run` does: a short program's output cannot be missed.
+        output = container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True)
+        pump = threading.Thread(target=_pump, args=(output,), daemon=True)
         pump.start()
+        try:
+            container.start()
+        except APIError as exc:
+            raise UserError(f"could not start {plan.image}: {_reason(exc, plan)}") from None
         status = container.wait()
-        pump.join(timeout=10)
+        pump.join(timeout=60)  # the stream ends with the container; this only bounds a stuck engine
         code = int(status.get("StatusCode", 1))
     except KeyboardInterrupt:
         container.stop(timeout=10)
@@ -221,9 +223,16 @@ def run_image(
     return code
 
 
-def _pump(container: Any) -> None:
+def _reason(exc: Any, plan: RunPlan) -> str:
+    reason = " ".join(str(exc.explanation or exc).split())
+    if plan.device_requests and "device driver" in reason:
+        reason += " (GPUs need the NVIDIA Container Toolkit on the host)"
+    return reason
+
+
+def _pump(output: Any) -> None:
     """Copy the container's stdout/stderr to ours as it comes."""
-    for out, err in container.attach(stdout=True, stderr=True, stream=True, logs=True, demux=True):
+    for out, err in output:
         if out:
             sys.stdout.buffer.write(out)
             sys.stdout.flush()
