@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +36,12 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 @pytest.fixture(scope="session")
 def prometheus(stack: LocalStack) -> PrometheusClient:
     return PrometheusClient(stack.prometheus_url)
+
+
+def gateway_groups(url: str) -> list[dict[str, str]]:
+    """The label sets of every group a Pushgateway holds (its HTTP API)."""
+    with urllib.request.urlopen(f"{url}/api/v1/metrics", timeout=5) as response:
+        return [group["labels"] for group in json.load(response)["data"]]
 
 
 def run_cli(

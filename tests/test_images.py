@@ -14,7 +14,6 @@ import subprocess
 import tarfile
 import time
 import tomllib
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,7 +23,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from rich.console import Console
 
-from conftest import REPO, run_cli
+from conftest import REPO, gateway_groups, run_cli
 from docker_support import (
     SESSION_NAMESPACE,
     Monitoring,
@@ -242,8 +241,7 @@ def test_pushgateway_container_keeps_pushed_groups_across_a_restart(monitoring: 
     deadline = time.monotonic() + 60
     while True:
         try:
-            with urllib.request.urlopen(f"{monitoring.pushgateway_url}/api/v1/metrics", timeout=2) as response:
-                groups = [group["labels"] for group in json.load(response)["data"]]
+            groups = gateway_groups(monitoring.pushgateway_url)
             break
         except OSError:
             assert time.monotonic() < deadline, gateway.logs(tail=20).decode(errors="replace")

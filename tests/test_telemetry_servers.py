@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import subprocess
 import time
@@ -13,7 +12,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
 from rich.console import Console
 
-from conftest import run_cli
+from conftest import gateway_groups, run_cli
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
 from fleetbench.probes.run import run_probe
 from fleetbench.results.record import ResultRecord
@@ -204,11 +203,6 @@ def test_http_metrics_endpoint_serves_the_live_registry(tmp_path: Path) -> None:
     assert " 7.0" in body.split("fleetbench_steps_total{", 1)[1].splitlines()[0]
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)
-
-
-def gateway_groups(url: str) -> list[dict[str, str]]:
-    with urllib.request.urlopen(f"{url}/api/v1/metrics", timeout=5) as response:
-        return [group["labels"] for group in json.load(response)["data"]]
 
 
 def test_each_stack_keeps_its_own_pushgateway_state(tmp_path: Path) -> None:
