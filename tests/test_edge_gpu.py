@@ -375,11 +375,11 @@ def test_peak_probe_reference_counts_every_step() -> None:
     }
     (problem,) = kernels.build_problems(cfg, ["peak_fma"], ["float16"], limits)
     ref = problem.reference()
-    # invocation 0 starts its 32 lanes at 0/256 .. 31/256 and adds 16 * (1/16)
-    assert ref[0] == pytest.approx(sum(m / 256 for m in range(32)) + 32)
-    assert problem.flops == 2 * 256 * 16 * 32 * 2
-    # one step short would be off by 32/16 = 2: the exact comparison catches it
-    short = (ref - 2.0).astype(np.float32).tobytes()
+    # invocation 0 starts its 12 lanes (3 vec4 chains) at 0/256 .. 11/256 and adds 16 * (1/16)
+    assert ref[0] == pytest.approx(sum(m / 256 for m in range(12)) + 12)
+    assert problem.flops == 2 * 256 * 16 * 12 * 2
+    # one step short would be off by 12/16 = 0.75: the exact comparison catches it
+    short = (ref - 0.75).astype(np.float32).tobytes()
     assert kernels.compare(problem, short)[2] is False
     assert kernels.compare(problem, ref.astype(np.float32).tobytes())[2] is True
 

@@ -113,7 +113,7 @@ KERNELS: dict[str, KernelSpec] = {
             "wgsl",
             (256, 1),
             0,
-            "peak FLOP/s: 8 independent vec4 FMA chains per invocation (vkpeak style)",
+            "peak FLOP/s: 3 independent vec4 FMA chains per invocation, 16 deep (vkpeak style)",
         ),
         KernelSpec(
             "peak_fma_spirv",
@@ -132,6 +132,7 @@ KERNELS: dict[str, KernelSpec] = {
 GEMM_TILE = {"gemm_tiled": (64, 64), "gemm_vec4": (128, 128), "gemm_vec4_spirv": (128, 128), "gemm_subgroup": (128, 64)}
 # gemm_subgroup broadcasts rows from lanes 0-7 of each subgroup: narrower subgroups cannot run it.
 MIN_SUBGROUP_SIZE = {"gemm_subgroup": 8}
+PEAK_LANES = 12  # 3 vec4 chains per invocation in peak_fma.wgsl and glsl/peak_fma.comp
 TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and peak must be exact
 
 
@@ -413,7 +414,7 @@ def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dic
 
     def peak_ref() -> np.ndarray:
         base = (np.arange(invocations, dtype=np.int64) * 7) % 256
-        lanes = (base[:, None] + np.arange(32)[None, :]) % 256
+        lanes = (base[:, None] + np.arange(PEAK_LANES)[None, :]) % 256
         result: np.ndarray = (lanes / 256.0 + 1.0).sum(axis=1)  # every lane ends at start + iters * (1 / iters)
         return result
 
@@ -427,7 +428,7 @@ def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dic
         invocations * 4,
         "float32",
         groups,
-        float(invocations) * iters * 32 * 2,
+        float(invocations) * iters * PEAK_LANES * 2,
         invocations * 4.0,
         peak_ref,
         0.0,
