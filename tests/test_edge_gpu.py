@@ -366,6 +366,33 @@ def test_tries_stop_when_the_median_is_stable_or_the_bound_is_hit() -> None:
     assert not m.stable and len(m.tries) == 5 and m.variation > 0.3
 
 
+def test_gemm_peak_ratio_is_against_the_f32_probe_for_every_storage_dtype() -> None:
+    from fleetbench.edge.report import KernelRow
+    from fleetbench.edge.runner import peak_ratios
+
+    def row(kernel: str, dtype: str, flop_per_second: float) -> KernelRow:
+        return KernelRow(
+            kernel, "wgsl", dtype, "1024", "timestamp", True, 0.0, 0.0, 0.0,
+            flop_per_second=flop_per_second, latencies_s=[1.0],
+        )  # fmt: skip
+
+    rows = [
+        row("peak_fma", "float32", 140e9),
+        row("peak_fma_spirv", "float32", 130e9),
+        row("peak_fma", "float16", 26e9),  # emulated f16: not the ceiling of a GEMM that computes in f32
+        row("gemm_subgroup", "float32", 56e9),
+        row("gemm_subgroup", "float16", 52e9),
+    ]
+    ratios = peak_ratios(rows)
+    assert ratios == {
+        "gemm_subgroup float32 1024": pytest.approx(0.4),
+        "gemm_subgroup float16 1024": pytest.approx(52 / 140),
+    }
+    assert rows[4].peak_ratio == pytest.approx(52 / 140)
+    # no f32 probe in the run: no ratio rather than one against the wrong ceiling
+    assert peak_ratios([row("peak_fma", "float16", 26e9), row("gemm_vec4", "float16", 20e9)]) == {}
+
+
 def test_peak_probe_reference_counts_every_step() -> None:
     cfg = EdgeConfig(peak_workgroups=2, peak_iterations=16)
     limits = {

@@ -85,7 +85,7 @@ throughput = Row(
                 ),
             ),
             unit_of("fleetbench_edge_gemm_peak_ratio"),
-            "GEMM FLOP/s over the same adapter's measured FMA peak",
+            "GEMM FLOP/s over the same adapter's measured f32 FMA peak (the GEMMs compute in f32 for every storage dtype)",
             width=8,
         ),
     ),

@@ -196,7 +196,8 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Whether the kernel's output matched the numpy reference within tolerance: 1 yes, 0 no",
               "kernel", "dtype", "size"),
         _spec("fleetbench_edge_gemm_peak_ratio", "gauge", "ratio",
-              "GEMM FLOP/s over the FMA peak FLOP/s measured on the same adapter and dtype in the same run",
+              "GEMM FLOP/s over the float32 FMA peak FLOP/s measured on the same adapter in the same run "
+              "(every GEMM multiplies and accumulates in f32, whatever its storage dtype)",
               "kernel", "dtype", "size"),
         _spec("fleetbench_edge_adapter_info", "gauge", "info",
               "Constant 1; labels describe the adapter the edge kernels ran on",
