@@ -82,7 +82,7 @@ def test_quick_run_writes_record_table_and_artifacts(vulkan: None, tmp_path: Pat
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr
-    assert "GEMM / FMA peak: gemm_vec4 float32 256" in result.stderr
+    assert "GEMM / f32 FMA peak: gemm_vec4 float32 256" in result.stderr
     assert "timing: timestamp (GPU timestamp queries)" in result.stderr
     (record,) = read_records(tmp_path / "r" / "quick")
     assert record.benchmark == "edge" and record.backend == "vulkan" and record.status == "ok"
