@@ -88,6 +88,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     from fleetbench.train.config import TrainConfig, resolve_plan
     from fleetbench.train.data import TokenBatches
     from fleetbench.train.model import Decoder
+    from fleetbench.train.parallel import build_optimizer
 
     cfg = config.profile
     base = getattr(config, "train", None)
@@ -102,7 +103,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     shape = plan.shape if cfg.train_layers is None else replace(plan.shape, layers=cfg.train_layers)
     with device.torch_device:  # default init right on the device: weight values do not change timings
         model = Decoder(shape)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=train_cfg.weight_decay)
+    optimizer = build_optimizer(model, plan.lr, train_cfg.weight_decay)
     data = TokenBatches(
         plan.data, shape.vocab_size, plan.seq_len, plan.batch_size, train_cfg.seed, 0, device.torch_device
     )

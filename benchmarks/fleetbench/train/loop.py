@@ -49,6 +49,7 @@ from fleetbench.train.parallel import (
     broadcast_object,
     build_mesh,
     build_model,
+    build_optimizer,
     compute_dtype,
     init_process_group,
     pick_device,
@@ -168,7 +169,7 @@ class Trainer:
             if is_out_of_memory(exc):
                 raise self.oom_error(exc, "while building the model", metrics) from None
             raise
-        optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr, weight_decay=cfg.weight_decay)
+        optimizer = build_optimizer(model, plan.lr, cfg.weight_decay)
         data = TokenBatches(
             plan.data,
             plan.shape.vocab_size,

@@ -202,3 +202,13 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     else:
         model.to(device.torch_device)
     return model
+
+
+def build_optimizer(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW with its fused kernel (torchtitan's default implementation), on CPU and CUDA alike.
+
+    Under FSDP2 the parameters are DTensors, and each op of the default foreach chain pays DTensor
+    dispatch: on the CPU `tiny` preset the optimiser step took 9-14 ms per rank with foreach and
+    2-3 ms fused (one unsharded process: 5-7 ms and 2-3 ms). The update is the same AdamW.
+    """
+    return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay, fused=True)
