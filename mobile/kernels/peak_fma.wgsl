@@ -1,13 +1,13 @@
 // Peak FLOP/s probe in the manner of vkpeak: long chains of independent FMAs in the storage type T.
 // Each invocation runs 3 independent vec4 chains (12 lanes) for `iters` steps of x = fma(x, a, b),
 // so FLOPs = invocations * iters * 12 * 2.
-// Why 3 chains: a probe must keep every chain in registers, or it measures spills, not FMA units.
-// CPU-class adapters map an invocation's vec4 onto four 8-lane vector registers, and x86 has 16 of
-// them: 3 chains plus a and b fill 14. With 8 chains (32 registers) lavapipe spilled and the probe
-// read 107 GFLOP/s on a machine where 3 chains reach 142 (the 256-bit FMA limit of its two cores at
-// its clock, within 15 %); 4 chains already spill (about 100). GPUs hide FMA latency with other
-// warps, so 12 independent lanes per invocation are plenty there. The loop body is unrolled 16
-// steps deep: with 8 steps per trip, loop overhead cost lavapipe 15 % (measured 122 against 142).
+// Why 3 chains: measured, not derived. On lavapipe (Mesa 22.3, an AVX-512 CPU) 3 chains x 16 steps
+// reached 142 GFLOP/s, 4 chains about 92 and 8 chains about 107 in one interleaved sweep; the 3-chain
+// code keeps every chain in registers. llvmpipe compiles fma() there into a multiply and an add (its
+// x86 code has no FMA instruction, in this probe or in the GEMMs), so the probe measures the
+// multiply-add peak that the GEMM kernels' fma() can reach. GPUs hide FMA latency with other warps,
+// so 12 independent lanes per invocation are plenty there. The loop body is unrolled 16 steps
+// deep: with 8 steps per trip, loop overhead cost lavapipe 15 % (measured 122 against 142).
 // `iters` is a power of two >= 16. `a` and `b` come from a uniform buffer and cannot be
 // folded. The runner passes a = 1 and b = 1 / iters (iters a power of two <= 1024) and starts lane m
 // of invocation i at ((7 i + m) mod 256) / 256: every intermediate value is a multiple of 2^-10 below

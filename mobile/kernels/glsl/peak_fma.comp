@@ -1,6 +1,6 @@
 #version 450
 // Peak FLOP/s probe in GLSL for the SPIR-V path: the same chains as ../peak_fma.wgsl (3 independent
-// vec4 FMA chains per invocation, so that they stay in the 16 vector registers of a CPU-class adapter,
+// vec4 FMA chains per invocation, the count that measured fastest on lavapipe,
 // x = fma(x, a, b) for `iters` steps, 16 steps per loop trip, exact result by construction).
 // Storage/arithmetic type: float, or float16_t when compiled with -DFLEETBENCH_F16.
 #ifdef FLEETBENCH_F16
