@@ -298,6 +298,63 @@ def test_subgroup_size_is_measured_and_the_subgroup_gemm_needs_it(adapter: gpu.A
     assert problem.groups == (1, 2, 1)  # 128x128: one 128-column tile wide, two 64-row tiles high
 
 
+# Element 1 of each wide array, unpacked: values 4-7 of the buffer through Wide4, 8-15 through Wide8.
+UNPACK_WIDE = """
+@group(0) @binding(0) var<storage, read> W4: array<Wide4>;
+@group(0) @binding(1) var<storage, read> W8: array<Wide8>;
+@group(0) @binding(2) var<storage, read_write> out: array<vec4<f32>>;
+@compute @workgroup_size(1)
+fn main() {
+    out[0] = wide4(W4[1]);
+    out[1] = wide8_lo(W8[1]);
+    out[2] = wide8_hi(W8[1]);
+}
+"""
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_wide_loads_unpack_64_bit_words_in_memory_order(adapter: gpu.AdapterReport, dtype: str) -> None:
+    # gemm_subgroup reads A and B through the prelude's Wide4/Wide8 words: value i of a word must be
+    # element i of the array in memory, for f32 (2 per u64) and f16 (4 per u64) alike.
+    if not adapter.has("shader-int64") or (dtype == "float16" and not adapter.has("shader-f16")):
+        pytest.skip(f"{adapter.device} lacks shader-int64 or shader-f16")
+    wgpu = optional_module("wgpu")
+    features = ["shader-int64"] + (["shader-f16"] if dtype == "float16" else [])
+    device = gpu.open_device(gpu.select_adapter("vulkan", None, "high-performance"), features)
+    code = kernels.wgsl_prelude(dtype, ("shader-int64",)) + UNPACK_WIDE
+    module = device.create_shader_module(code=code)
+    pipeline = device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+    values = np.arange(1, 17, dtype=kernels.numpy_dtype(dtype)) / 4
+    usage = wgpu.BufferUsage
+    src = device.create_buffer_with_data(data=values.tobytes(), usage=usage.STORAGE)
+    out = device.create_buffer(size=48, usage=usage.STORAGE | usage.COPY_SRC)
+    group = device.create_bind_group(
+        layout=pipeline.get_bind_group_layout(0),
+        entries=[
+            {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}}
+            for i, b in enumerate([src, src, out])
+        ],
+    )
+    encoder = device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, group)
+    compute.dispatch_workgroups(1)
+    compute.end()
+    device.queue.submit([encoder.finish()])
+    got = np.frombuffer(device.queue.read_buffer(out), np.float32)
+    np.testing.assert_array_equal(got, np.concatenate([values[4:8], values[8:16]]).astype(np.float32))
+
+
+def test_only_kernels_that_need_shader_int64_get_64_bit_types_in_their_prelude() -> None:
+    # naga refuses a module with 64-bit types on a device opened without shader-int64, so every other
+    # kernel must compile without them.
+    for dtype in ("float32", "float16"):
+        assert "u64" not in kernels.wgsl_prelude(dtype)
+        assert "u64" in kernels.wgsl_prelude(dtype, kernels.KERNELS["gemm_subgroup"].features)
+
+
 @pytest.mark.vulkan
 def test_kernels_needing_a_missing_feature_or_wider_subgroups_are_skipped_or_refused(
     adapter: gpu.AdapterReport,
@@ -315,6 +372,11 @@ def test_kernels_needing_a_missing_feature_or_wider_subgroups_are_skipped_or_ref
         r"accepted: gemm_vec4, peak_fma",
     ):
         _with_features(EdgeConfig(kernels=wanted), lacking, wanted, [])
+
+    no_int64 = gpu.AdapterReport(**{**vars(adapter), "features": [f for f in adapter.features if f != "shader-int64"]})
+    notes = []
+    assert _with_features(EdgeConfig(), no_int64, wanted, notes) == ["gemm_vec4", "peak_fma"]
+    assert notes == [f"gemm_subgroup skipped: {adapter.device} does not offer shader-int64"]
 
     narrow = gpu.AdapterReport(**{**vars(adapter), "subgroup_size": 4})
     notes = []

@@ -75,8 +75,8 @@ KERNELS: dict[str, KernelSpec] = {
             "wgsl",
             (16, 1),
             0,
-            "GEMM, 64x8 per invocation, A shared through subgroup broadcasts (tuned for CPU adapters)",
-            features=("subgroup",),
+            "GEMM, 64x8 per invocation, A shared through subgroup broadcasts, 64-bit loads (tuned for CPU adapters)",
+            features=("subgroup", "shader-int64"),
         ),
         KernelSpec(
             "gemm_vec4_spirv",
@@ -136,10 +136,35 @@ PEAK_LANES = 12  # 3 vec4 chains per invocation in peak_fma.wgsl and glsl/peak_f
 TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and peak must be exact
 
 
-def wgsl_prelude(dtype: str) -> str:
+# Wide loads for kernels that declare `shader-int64`: 64-bit words that carry 4 (Wide4) or 8 (Wide8)
+# values of T, unpacked to f32. CPU adapters build every storage load as a loop over the SIMD lanes,
+# whose cost is per load, not per byte: lavapipe runs gemm_subgroup 10 % faster this way.
+_WIDE_F32 = """alias Wide4 = vec2<u64>;
+alias Wide8 = vec4<u64>;
+fn lo32(x: u64) -> f32 { return bitcast<f32>(u32(x)); }
+fn hi32(x: u64) -> f32 { return bitcast<f32>(u32(x >> 32u)); }
+fn wide4(w: Wide4) -> vec4<f32> { return vec4<f32>(lo32(w.x), hi32(w.x), lo32(w.y), hi32(w.y)); }
+fn wide8_lo(w: Wide8) -> vec4<f32> { return vec4<f32>(lo32(w.x), hi32(w.x), lo32(w.y), hi32(w.y)); }
+fn wide8_hi(w: Wide8) -> vec4<f32> { return vec4<f32>(lo32(w.z), hi32(w.z), lo32(w.w), hi32(w.w)); }
+"""
+_WIDE_F16 = """alias Wide4 = u64;
+alias Wide8 = vec2<u64>;
+fn halves(x: u64) -> vec4<f32> {
+    return vec4<f32>(unpack2x16float(u32(x)), unpack2x16float(u32(x >> 32u)));
+}
+fn wide4(w: Wide4) -> vec4<f32> { return halves(w); }
+fn wide8_lo(w: Wide8) -> vec4<f32> { return halves(w.x); }
+fn wide8_hi(w: Wide8) -> vec4<f32> { return halves(w.y); }
+"""
+
+
+def wgsl_prelude(dtype: str, features: Collection[str] = ()) -> str:
+    """What the runner prepends to a WGSL kernel: the storage type T, and the wide-load helpers for
+    kernels that need `shader-int64` (naga refuses 64-bit types in a module without that feature)."""
+    wide = "shader-int64" in features
     if dtype == "float16":
-        return "enable f16;\nalias T = f16;\n"
-    return "alias T = f32;\n"
+        return "enable f16;\nalias T = f16;\n" + (_WIDE_F16 if wide else "")
+    return "alias T = f32;\n" + (_WIDE_F32 if wide else "")
 
 
 def numpy_dtype(dtype: str) -> np.dtype:

@@ -212,7 +212,8 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
         if key not in cache:
             source = kernels.source_path(kdir, spec)
             if spec.lang == "wgsl":
-                code: str | bytes = kernels.wgsl_prelude(problem.dtype) + source.read_text(encoding="utf-8")
+                prelude = kernels.wgsl_prelude(problem.dtype, spec.features)
+                code: str | bytes = prelude + source.read_text(encoding="utf-8")
                 origin = spec.source
             else:
                 built = spirv.build(source, problem.dtype, spirv_dir)
