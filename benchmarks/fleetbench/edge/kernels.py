@@ -144,8 +144,8 @@ alias Wide8 = vec4<u64>;
 fn lo32(x: u64) -> f32 { return bitcast<f32>(u32(x)); }
 fn hi32(x: u64) -> f32 { return bitcast<f32>(u32(x >> 32u)); }
 fn wide4(w: Wide4) -> vec4<f32> { return vec4<f32>(lo32(w.x), hi32(w.x), lo32(w.y), hi32(w.y)); }
-fn wide8_lo(w: Wide8) -> vec4<f32> { return vec4<f32>(lo32(w.x), hi32(w.x), lo32(w.y), hi32(w.y)); }
-fn wide8_hi(w: Wide8) -> vec4<f32> { return vec4<f32>(lo32(w.z), hi32(w.z), lo32(w.w), hi32(w.w)); }
+fn wide8_lo(w: Wide8) -> vec4<f32> { return wide4(w.xy); }
+fn wide8_hi(w: Wide8) -> vec4<f32> { return wide4(w.zw); }
 """
 _WIDE_F16 = """alias Wide4 = u64;
 alias Wide8 = vec2<u64>;
@@ -153,8 +153,8 @@ fn halves(x: u64) -> vec4<f32> {
     return vec4<f32>(unpack2x16float(u32(x)), unpack2x16float(u32(x >> 32u)));
 }
 fn wide4(w: Wide4) -> vec4<f32> { return halves(w); }
-fn wide8_lo(w: Wide8) -> vec4<f32> { return halves(w.x); }
-fn wide8_hi(w: Wide8) -> vec4<f32> { return halves(w.y); }
+fn wide8_lo(w: Wide8) -> vec4<f32> { return wide4(w.x); }
+fn wide8_hi(w: Wide8) -> vec4<f32> { return wide4(w.y); }
 """
 
 
