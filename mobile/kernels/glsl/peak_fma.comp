@@ -29,57 +29,16 @@ void main() {
     uint iters = p.iters;
     uint base = (i * 7u) % 256u;
     VEC4 x0 = start(base, 0u), x1 = start(base, 1u), x2 = start(base, 2u);
-    // Sixteen steps of each chain per trip, the chains interleaved.
+    // Sixteen steps of each chain per trip, the chains interleaved, written out by the preprocessor
+    // (an unroll hint is not honoured by every driver).
+#define STEP x0 = fma(x0, a, b); x1 = fma(x1, a, b); x2 = fma(x2, a, b);
     for (uint k = 0u; k < iters; k += 16u) {
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
+        STEP STEP STEP STEP
+        STEP STEP STEP STEP
+        STEP STEP STEP STEP
+        STEP STEP STEP STEP
     }
+#undef STEP
     vec4 s = vec4(x0) + vec4(x1) + vec4(x2);
     result[i] = s.x + s.y + s.z + s.w;
 }
