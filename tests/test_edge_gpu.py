@@ -453,22 +453,29 @@ def test_gemm_peak_ratio_is_against_the_f32_probe_for_every_storage_dtype() -> N
     assert rows[4].peak_ratio == pytest.approx(52 / 140)
     # no f32 probe in the run: no ratio rather than one against the wrong ceiling
     assert peak_ratios([row("peak_fma", "float16", 26e9), row("gemm_vec4", "float16", 20e9)]) == {}
+    # the chain count that reaches the peak depends on the driver: the fastest probe is the ceiling
+    other_driver = [row("peak_fma", "float32", 70e9), row("peak_fma_2chain", "float32", 106e9)]
+    assert peak_ratios([*other_driver, row("gemm_subgroup", "float32", 53e9)]) == {
+        "gemm_subgroup float32 1024": pytest.approx(0.5)
+    }
 
 
-def test_peak_probe_reference_counts_every_step() -> None:
+@pytest.mark.parametrize(("probe", "chains"), [("peak_fma", 3), ("peak_fma_2chain", 2), ("peak_fma_4chain", 4)])
+def test_peak_probe_reference_counts_every_step(probe: str, chains: int) -> None:
     cfg = EdgeConfig(peak_workgroups=2, peak_iterations=16)
     limits = {
         "max-compute-workgroups-per-dimension": 65535,
         "max-storage-buffer-binding-size": 1 << 27,
         "max-buffer-size": 1 << 28,
     }
-    (problem,) = kernels.build_problems(cfg, ["peak_fma"], ["float16"], limits)
+    (problem,) = kernels.build_problems(cfg, [probe], ["float16"], limits)
     ref = problem.reference()
-    # invocation 0 starts its 12 lanes (3 vec4 chains) at 0/256 .. 11/256 and adds 16 * (1/16)
-    assert ref[0] == pytest.approx(sum(m / 256 for m in range(12)) + 12)
-    assert problem.flops == 2 * 256 * 16 * 12 * 2
-    # one step short would be off by 12/16 = 0.75: the exact comparison catches it
-    short = (ref - 0.75).astype(np.float32).tobytes()
+    lanes = 4 * chains
+    # invocation 0 starts its lanes (vec4 chains) at 0/256 .. (lanes - 1)/256 and adds 16 * (1/16) to each
+    assert ref[0] == pytest.approx(sum(m / 256 for m in range(lanes)) + lanes)
+    assert problem.flops == 2 * 256 * 16 * lanes * 2
+    # one step short would be off by lanes/16: the exact comparison catches it
+    short = (ref - lanes / 16).astype(np.float32).tobytes()
     assert kernels.compare(problem, short)[2] is False
     assert kernels.compare(problem, ref.astype(np.float32).tobytes())[2] is True
 

@@ -1,18 +1,21 @@
 // Peak FLOP/s probe in the manner of vkpeak: long chains of independent FMAs in the storage type T.
-// Each invocation runs 3 independent vec4 chains (12 lanes) for `iters` steps of x = fma(x, a, b),
-// so FLOPs = invocations * iters * 12 * 2.
-// Why 3 chains: measured, not derived. On lavapipe (Mesa 22.3, an AVX-512 CPU) 3 chains x 16 steps
-// reached 142 GFLOP/s, 4 chains about 92 and 8 chains about 107 in one interleaved sweep; the 3-chain
-// code keeps every chain in registers. llvmpipe compiles fma() there into a multiply and an add (its
-// x86 code has no FMA instruction, in this probe or in the GEMMs), so the probe measures the
-// multiply-add peak that the GEMM kernels' fma() can reach. GPUs hide FMA latency with other warps,
-// so 12 independent lanes per invocation are plenty there. The loop body is unrolled 16 steps
-// deep: with 8 steps per trip, loop overhead cost lavapipe 15 % (measured 122 against 142).
+// Each invocation runs C independent vec4 chains (4 C lanes) for `iters` steps of x = fma(x, a, b),
+// so FLOPs = invocations * iters * 4 C * 2. Three entry points: `main` (C = 3, kernel peak_fma),
+// `two_chains` (peak_fma_2chain) and `four_chains` (peak_fma_4chain); the runner takes the fastest
+// f32 one as the adapter's peak, because which C is fastest depends on the driver's compiler and is
+// measured, not derived. On lavapipe with Mesa 22.3 (an AVX-512 CPU) 3 chains x 16 steps reached
+// 128-142 GFLOP/s against 100 for 2 chains and 82-92 for 4 (the 3-chain code keeps every chain in
+// registers); with Mesa 25.0.7 on the same CPU 2 chains reached 106 and 3 chains only 70-88, so a
+// 3-chain probe alone would under-read that driver's peak by a third. llvmpipe compiles fma() into a
+// multiply and an add (its x86 code has no FMA instruction, in this probe or in the GEMMs), so the
+// probe measures the multiply-add peak that the GEMM kernels' fma() can reach. GPUs hide FMA latency
+// with other warps, so 8 to 16 independent lanes per invocation are plenty there. The loop body is
+// unrolled 16 steps deep: with 8 steps per trip, loop overhead cost lavapipe 15 % (122 against 142).
 // `iters` is a power of two >= 16. `a` and `b` come from a uniform buffer and cannot be
 // folded. The runner passes a = 1 and b = 1 / iters (iters a power of two <= 1024) and starts lane m
 // of invocation i at ((7 i + m) mod 256) / 256: every intermediate value is a multiple of 2^-10 below
 // 2, exact in f16 and f32, so the result is exact and checks that every step really ran.
-// Output: one f32 per invocation, the sum of its 12 final values (exact in f32).
+// Output: one f32 per invocation, the sum of its 4 C final values (exact in f32).
 // Dispatch: (groups_x, groups_y, 1) of 256 invocations.
 
 struct Params { iters: u32, a: f32, b: f32, pad: u32 }
@@ -90,5 +93,141 @@ fn main(
         x2 = fma(x2, a, b);
     }
     let s = vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2);
+    result[i] = s.x + s.y + s.z + s.w;
+}
+
+@compute @workgroup_size(256)
+fn two_chains(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+    let a = vec4<T>(T(p.a));
+    let b = vec4<T>(T(p.b));
+    let base = (i * 7u) % 256u;
+    var x0 = start(base, 0u);
+    var x1 = start(base, 1u);
+    // Sixteen steps of each chain per trip, the chains interleaved.
+    for (var k = 0u; k < p.iters; k += 16u) {
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+    }
+    let s = vec4<f32>(x0) + vec4<f32>(x1);
+    result[i] = s.x + s.y + s.z + s.w;
+}
+
+@compute @workgroup_size(256)
+fn four_chains(
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+) {
+    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+    let a = vec4<T>(T(p.a));
+    let b = vec4<T>(T(p.b));
+    let base = (i * 7u) % 256u;
+    var x0 = start(base, 0u);
+    var x1 = start(base, 1u);
+    var x2 = start(base, 2u);
+    var x3 = start(base, 3u);
+    // Sixteen steps of each chain per trip, the chains interleaved.
+    for (var k = 0u; k < p.iters; k += 16u) {
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
+        x3 = fma(x3, a, b);
+    }
+    let s = vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2) + vec4<f32>(x3);
     result[i] = s.x + s.y + s.z + s.w;
 }

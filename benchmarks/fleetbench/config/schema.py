@@ -181,6 +181,8 @@ EdgeKernel = Literal[
     "rmsnorm",
     "silu",
     "peak_fma",
+    "peak_fma_2chain",
+    "peak_fma_4chain",
     "peak_fma_spirv",
     "copy",
 ]

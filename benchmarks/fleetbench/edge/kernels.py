@@ -37,6 +37,7 @@ class KernelSpec:
     workgroup_storage_bytes: int
     about: str
     features: tuple[str, ...] = ()  # adapter features the kernel needs beyond core WebGPU
+    entry_point: str = "main"  # WGSL modules may hold several (the peak probe's chain counts)
 
     def missing_features(self, offered: Collection[str]) -> list[str]:
         """The adapter features this kernel needs that `offered` (an adapter's feature list) lacks."""
@@ -116,6 +117,26 @@ KERNELS: dict[str, KernelSpec] = {
             "peak FLOP/s: 3 independent vec4 FMA chains per invocation, 16 deep (vkpeak style)",
         ),
         KernelSpec(
+            "peak_fma_2chain",
+            "peak",
+            "peak_fma.wgsl",
+            "wgsl",
+            (256, 1),
+            0,
+            "the FMA peak probe with 2 chains per invocation (fastest where a compiler spills 3)",
+            entry_point="two_chains",
+        ),
+        KernelSpec(
+            "peak_fma_4chain",
+            "peak",
+            "peak_fma.wgsl",
+            "wgsl",
+            (256, 1),
+            0,
+            "the FMA peak probe with 4 chains per invocation (more independent work per invocation)",
+            entry_point="four_chains",
+        ),
+        KernelSpec(
             "peak_fma_spirv",
             "peak",
             "glsl/peak_fma.comp",
@@ -132,7 +153,8 @@ KERNELS: dict[str, KernelSpec] = {
 GEMM_TILE = {"gemm_tiled": (64, 64), "gemm_vec4": (128, 128), "gemm_vec4_spirv": (128, 128), "gemm_subgroup": (128, 64)}
 # gemm_subgroup broadcasts rows from lanes 0-7 of each subgroup: narrower subgroups cannot run it.
 MIN_SUBGROUP_SIZE = {"gemm_subgroup": 8}
-PEAK_LANES = 12  # 3 vec4 chains per invocation in peak_fma.wgsl and glsl/peak_fma.comp
+# vec4 chains x 4 per invocation of each peak probe; the fastest f32 probe of a run is the adapter's peak.
+PEAK_LANES = {"peak_fma": 12, "peak_fma_spirv": 12, "peak_fma_2chain": 8, "peak_fma_4chain": 16}
 TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and peak must be exact
 
 
@@ -436,10 +458,11 @@ def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dic
 
     groups = grid(workgroups, limits["max-compute-workgroups-per-dimension"])
     invocations = groups[0] * groups[1] * 256
+    lane_count = PEAK_LANES[spec.name]
 
     def peak_ref() -> np.ndarray:
         base = (np.arange(invocations, dtype=np.int64) * 7) % 256
-        lanes = (base[:, None] + np.arange(PEAK_LANES)[None, :]) % 256
+        lanes = (base[:, None] + np.arange(lane_count)[None, :]) % 256
         result: np.ndarray = (lanes / 256.0 + 1.0).sum(axis=1)  # every lane ends at start + iters * (1 / iters)
         return result
 
@@ -453,7 +476,7 @@ def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dic
         invocations * 4,
         "float32",
         groups,
-        float(invocations) * iters * PEAK_LANES * 2,
+        float(invocations) * iters * lane_count * 2,
         invocations * 4.0,
         peak_ref,
         0.0,

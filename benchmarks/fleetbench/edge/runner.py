@@ -36,7 +36,18 @@ BENCHMARK = "edge"
 
 # A few seconds on lavapipe: `fleetbench edge run --quick` and the demo stage.
 QUICK: dict[str, Any] = {
-    "kernels": ["gemm_vec4", "gemm_subgroup", "gemm_vec4_spirv", "softmax", "rmsnorm", "silu", "peak_fma", "copy"],
+    "kernels": [
+        "gemm_vec4",
+        "gemm_subgroup",
+        "gemm_vec4_spirv",
+        "softmax",
+        "rmsnorm",
+        "silu",
+        "peak_fma",
+        "peak_fma_2chain",
+        "peak_fma_4chain",
+        "copy",
+    ],
     "dtypes": ["float32"],
     "gemm_sizes": [256],
     "rows": 256,
@@ -154,10 +165,10 @@ def _too_narrow(cfg: EdgeConfig, rep: gpu.AdapterReport, wanted: list[str], note
     return narrow
 
 
-def _compile(device: Any, code: str | bytes, what: str, adapter: str) -> Any:
+def _compile(device: Any, code: str | bytes, entry_point: str, what: str, adapter: str) -> Any:
     try:
         module = device.create_shader_module(code=code)
-        return device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
+        return device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": entry_point})
     except Exception as exc:  # wgpu's GPUValidationError and friends
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise UserError(f"{what}: shader did not compile on {adapter}: {first}") from None
@@ -220,7 +231,8 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
                 code = built.read_bytes()
                 origin = str(built)
                 spirv_files.append(origin)
-            cache[key] = (_compile(device, code, f"{spec.source} ({problem.dtype})", rep.device), origin)
+            what = f"{spec.source}:{spec.entry_point} ({problem.dtype})"
+            cache[key] = (_compile(device, code, spec.entry_point, what, rep.device), origin)
         pipeline, origin = cache[key]
         compiled.append(Compiled(problem, pipeline, origin))
     return EdgePlan(cfg, rep, device, timing_kind, period, compiled, notes, spirv_files, program)
