@@ -23,144 +23,143 @@ struct Params { iters: u32, a: f32, b: f32, pad: u32 }
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> result: array<f32>;
 
-fn start(base: u32, chain: u32) -> vec4<T> {
-    let m = base + chain * 4u;
+// What every entry point gets: one invocation of the dispatch.
+struct Ids {
+    @builtin(local_invocation_index) lid: u32,
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(num_workgroups) nwg: vec3<u32>,
+}
+
+fn invocation(ids: Ids) -> u32 {
+    return (ids.wid.y * ids.nwg.x + ids.wid.x) * 256u + ids.lid;
+}
+
+// Lanes 4 chain .. 4 chain + 3 of invocation i start at ((7 i + m) mod 256) / 256.
+fn start(i: u32, chain: u32) -> vec4<T> {
+    let m = (i * 7u) % 256u + chain * 4u;
     return vec4<T>(vec4<f32>(f32(m % 256u), f32((m + 1u) % 256u), f32((m + 2u) % 256u), f32((m + 3u) % 256u)) / 256.0);
 }
 
-@compute @workgroup_size(256)
-fn main(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
-    let a = vec4<T>(T(p.a));
-    let b = vec4<T>(T(p.b));
-    let base = (i * 7u) % 256u;
-    var x0 = start(base, 0u);
-    var x1 = start(base, 1u);
-    var x2 = start(base, 2u);
-    // Sixteen steps of each chain per trip, the chains interleaved.
-    for (var k = 0u; k < p.iters; k += 16u) {
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-    }
-    let s = vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2);
+fn finish(i: u32, s: vec4<f32>) {
     result[i] = s.x + s.y + s.z + s.w;
 }
 
 @compute @workgroup_size(256)
-fn two_chains(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+fn main(ids: Ids) {
+    let i = invocation(ids);
     let a = vec4<T>(T(p.a));
     let b = vec4<T>(T(p.b));
-    let base = (i * 7u) % 256u;
-    var x0 = start(base, 0u);
-    var x1 = start(base, 1u);
+    var x0 = start(i, 0u);
+    var x1 = start(i, 1u);
+    var x2 = start(i, 2u);
     // Sixteen steps of each chain per trip, the chains interleaved.
     for (var k = 0u; k < p.iters; k += 16u) {
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
         x0 = fma(x0, a, b);
         x1 = fma(x1, a, b);
+        x2 = fma(x2, a, b);
     }
-    let s = vec4<f32>(x0) + vec4<f32>(x1);
-    result[i] = s.x + s.y + s.z + s.w;
+    finish(i, vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2));
 }
 
 @compute @workgroup_size(256)
-fn four_chains(
-    @builtin(local_invocation_index) lid: u32,
-    @builtin(workgroup_id) wid: vec3<u32>,
-    @builtin(num_workgroups) nwg: vec3<u32>,
-) {
-    let i = (wid.y * nwg.x + wid.x) * 256u + lid;
+fn two_chains(ids: Ids) {
+    let i = invocation(ids);
     let a = vec4<T>(T(p.a));
     let b = vec4<T>(T(p.b));
-    let base = (i * 7u) % 256u;
-    var x0 = start(base, 0u);
-    var x1 = start(base, 1u);
-    var x2 = start(base, 2u);
-    var x3 = start(base, 3u);
+    var x0 = start(i, 0u);
+    var x1 = start(i, 1u);
+    // Sixteen steps of each chain per trip, the chains interleaved.
+    for (var k = 0u; k < p.iters; k += 16u) {
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+        x0 = fma(x0, a, b);
+        x1 = fma(x1, a, b);
+    }
+    finish(i, vec4<f32>(x0) + vec4<f32>(x1));
+}
+
+@compute @workgroup_size(256)
+fn four_chains(ids: Ids) {
+    let i = invocation(ids);
+    let a = vec4<T>(T(p.a));
+    let b = vec4<T>(T(p.b));
+    var x0 = start(i, 0u);
+    var x1 = start(i, 1u);
+    var x2 = start(i, 2u);
+    var x3 = start(i, 3u);
     // Sixteen steps of each chain per trip, the chains interleaved.
     for (var k = 0u; k < p.iters; k += 16u) {
         x0 = fma(x0, a, b);
@@ -228,6 +227,5 @@ fn four_chains(
         x2 = fma(x2, a, b);
         x3 = fma(x3, a, b);
     }
-    let s = vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2) + vec4<f32>(x3);
-    result[i] = s.x + s.y + s.z + s.w;
+    finish(i, vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2) + vec4<f32>(x3));
 }
