@@ -2,8 +2,9 @@
 
 1. GEMM at 1024^3 fp32 as a fraction of the same adapter's FMA peak (the fastest of the peak_fma
    probes, 2, 3 or 4 chains per invocation: which one is fastest depends on the driver), target
-   >= 50%: the subgroup GEMM where the adapter has subgroups, with the register-blocked vec4 kernel and
-   the workgroup-memory tiled one beside it for comparison.
+   >= 50%: the subgroup GEMM on texture inputs (gemm_texture) where the adapter has subgroups, with
+   the storage-buffer subgroup GEMM, the register-blocked vec4 kernel and the workgroup-memory tiled one
+   beside it for comparison.
 2. On a CPU adapter (lavapipe), the best GEMM's GFLOP/s against torch.matmul on the same CPU, as a ratio.
 
 The variants run interleaved (A B C A B C ...) for ROUNDS rounds, so drift and other load on the
@@ -29,7 +30,8 @@ PER_ROUND = 3  # dispatches (or matmuls) per variant per round
 N = 1024
 # 256 x 256 invocations x 1024 steps x 12 lanes: about 10 ms on lavapipe, so launch cost hardly counts
 PEAK_WORKGROUPS = 256
-GEMMS = ("gemm_subgroup", "gemm_vec4", "gemm_tiled")  # the first one the adapter can run is the target row
+# The first one the adapter can run is the target row; the others are measured beside it for comparison.
+GEMMS = ("gemm_texture", "gemm_subgroup", "gemm_vec4", "gemm_tiled")
 PROBES = ("peak_fma", "peak_fma_2chain", "peak_fma_4chain")
 console = Console()
 

@@ -298,6 +298,44 @@ def test_subgroup_size_is_measured_and_the_subgroup_gemm_needs_it(adapter: gpu.A
     assert problem.groups == (1, 2, 1)  # 128x128: one 128-column tile wide, two 64-row tiles high
 
 
+@pytest.mark.vulkan
+def test_texture_gemm_covers_every_tile_in_its_workgroup_order(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
+    # gemm_texture maps workgroups to tiles in pairs of row blocks per stripe of B: at 384 that is 3
+    # stripes x 6 row blocks, so a wrong mapping leaves tiles unwritten or writes one twice.
+    if kernels.KERNELS["gemm_texture"].missing_features(adapter.features):
+        pytest.skip(f"{adapter.device} does not offer subgroups")
+    from fleetbench.edge.runner import run_edge
+
+    dtypes = ["float32", "float16"] if adapter.has("shader-f16") else ["float32"]
+    cfg = config(tmp_path, "tex", kernels=["gemm_texture"], dtypes=dtypes, gemm_sizes=[384, 128])
+    record = run_edge(cfg, _console())
+    assert record.status == "ok", record.error
+    rows = record.summary["kernels"]
+    assert {(r["dtype"], r["size"]) for r in rows} == {(d, s) for d in dtypes for s in ("384", "128")}
+    for row in rows:
+        assert row["correct"] and row["max_rel_error"] <= kernels.TOLERANCE[row["dtype"]], row
+
+
+@pytest.mark.vulkan
+def test_texture_inputs_are_checked_against_the_texture_size_limit(adapter: gpu.AdapterReport) -> None:
+    # Phones allow 4096 or 8192 texels per side: gemm_texture's A and B are n rows high.
+    small = {**adapter.limits, "max-texture-dimension-2d": 512}
+    (problem,) = kernels.build_problems(EdgeConfig(gemm_sizes=[1024]), ["gemm_texture"], ["float32"], small)
+    assert problem.texture_sizes == [(256, 1024), (256, 1024)]
+    assert problem.buffer_sizes() == [problem.output_nbytes]
+    with pytest.raises(
+        UserError,
+        match=r"gemm_texture float32 1024: needs a 256x1024 texture but .* allows 512 texels per side "
+        r"\(max-texture-dimension-2d\); accepted: edge.gemm_sizes multiples of 128 up to 512 for gemm_texture",
+    ):
+        kernels.check_limits(problem, small, adapter.device)
+    (fits,) = kernels.build_problems(EdgeConfig(gemm_sizes=[512]), ["gemm_texture"], ["float32"], small)
+    kernels.check_limits(fits, small, adapter.device)
+    no_textures = {**adapter.limits, "max-storage-textures-per-shader-stage": 1}
+    with pytest.raises(UserError, match=r"gemm_texture: needs 2 storage textures but .* allows 1 per shader stage"):
+        kernels.check_limits(fits, no_textures, adapter.device)
+
+
 # Element 1 of each wide array, unpacked: values 4-7 of the buffer through Wide4, 8-15 through Wide8.
 UNPACK_WIDE = """
 @group(0) @binding(0) var<storage, read> W4: array<Wide4>;
@@ -353,6 +391,15 @@ def test_only_kernels_that_need_shader_int64_get_64_bit_types_in_their_prelude()
     for dtype in ("float32", "float16"):
         assert "u64" not in kernels.wgsl_prelude(dtype)
         assert "u64" in kernels.wgsl_prelude(dtype, kernels.KERNELS["gemm_subgroup"].features)
+
+
+def test_only_texture_kernels_get_an_input_texture_type_of_their_storage_dtype() -> None:
+    texture_kernels = [k for k, spec in kernels.KERNELS.items() if spec.texture_inputs]
+    assert texture_kernels == ["gemm_texture"]
+    for dtype, texel in (("float32", "rgba32float"), ("float16", "rgba16float")):
+        assert "InTex" not in kernels.wgsl_prelude(dtype)
+        prelude = kernels.wgsl_prelude(dtype, kernels.KERNELS["gemm_texture"].features, texture_inputs=True)
+        assert f"alias InTex = texture_storage_2d<{texel}, read>;" in prelude
 
 
 @pytest.mark.vulkan

@@ -176,6 +176,7 @@ EdgeKernel = Literal[
     "gemm_tiled",
     "gemm_vec4",
     "gemm_subgroup",
+    "gemm_texture",
     "gemm_vec4_spirv",
     "softmax",
     "rmsnorm",

@@ -44,6 +44,8 @@ KEY_LIMITS = (
     "max-compute-workgroup-size-y",
     "max-compute-workgroups-per-dimension",
     "max-storage-buffers-per-shader-stage",
+    "max-storage-textures-per-shader-stage",
+    "max-texture-dimension-2d",
 )
 
 

@@ -1,8 +1,9 @@
 """The edge kernel set: sources, inputs, dispatch geometry, work counts, numpy references, limit checks.
 
 Every kernel reads a uniform `Params` at binding 0, its inputs at bindings 1..n and writes its output
-at the last binding (see mobile/kernels/*.wgsl). WGSL sources get a prelude that fixes the storage
-type (`alias T = f32;` or `enable f16; alias T = f16;`); GLSL sources are compiled by glslc, with
+at the last binding (see mobile/kernels/*.wgsl); a kernel with `texture_inputs` reads its (matrix)
+inputs from read-only storage textures of 4-value texels instead. WGSL sources get a prelude that fixes
+the storage type (`alias T = f32;` or `enable f16; alias T = f16;`); GLSL sources are compiled by glslc, with
 -DFLEETBENCH_F16 for float16. References are computed in float64 from the very inputs the GPU saw
 (after rounding to the storage type); the error reported is the largest absolute difference and that
 difference over the largest reference magnitude (a normwise relative error).
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -38,6 +39,7 @@ class KernelSpec:
     about: str
     features: tuple[str, ...] = ()  # adapter features the kernel needs beyond core WebGPU
     entry_point: str = "main"  # WGSL modules may hold several (the peak probe's chain counts)
+    texture_inputs: bool = False  # inputs bound as read-only storage textures (`InTex`), not buffers
 
     def missing_features(self, offered: Collection[str]) -> list[str]:
         """The adapter features this kernel needs that `offered` (an adapter's feature list) lacks."""
@@ -78,6 +80,17 @@ KERNELS: dict[str, KernelSpec] = {
             0,
             "GEMM, 64x8 per invocation, A shared through subgroup broadcasts, 64-bit loads (tuned for CPU adapters)",
             features=("subgroup", "shader-int64"),
+        ),
+        KernelSpec(
+            "gemm_texture",
+            "gemm",
+            "gemm_texture.wgsl",
+            "wgsl",
+            (16, 1),
+            0,
+            "GEMM, A and B read from storage textures, 64x8 per invocation, A shared through subgroup broadcasts",
+            features=("subgroup",),
+            texture_inputs=True,
         ),
         KernelSpec(
             "gemm_vec4_spirv",
@@ -150,9 +163,17 @@ KERNELS: dict[str, KernelSpec] = {
 }
 
 # The C tile of one workgroup, (columns, rows): sizes are multiples of 128, so every tile divides them.
-GEMM_TILE = {"gemm_tiled": (64, 64), "gemm_vec4": (128, 128), "gemm_vec4_spirv": (128, 128), "gemm_subgroup": (128, 64)}
-# gemm_subgroup broadcasts rows from lanes 0-7 of each subgroup: narrower subgroups cannot run it.
-MIN_SUBGROUP_SIZE = {"gemm_subgroup": 8}
+GEMM_TILE = {
+    "gemm_tiled": (64, 64),
+    "gemm_vec4": (128, 128),
+    "gemm_vec4_spirv": (128, 128),
+    "gemm_subgroup": (128, 64),
+    "gemm_texture": (128, 64),
+}
+# The subgroup GEMMs broadcast rows from lanes 0-7 of each subgroup: narrower subgroups cannot run them.
+MIN_SUBGROUP_SIZE = {"gemm_subgroup": 8, "gemm_texture": 8}
+# Texel formats of `texture_inputs` kernels: 4 values of the storage type per texel.
+TEXTURE_FORMAT = {"float32": "rgba32float", "float16": "rgba16float"}
 # vec4 chains x 4 per invocation of each peak probe; the fastest f32 probe of a run is the adapter's peak.
 PEAK_LANES = {"peak_fma": 12, "peak_fma_spirv": 12, "peak_fma_2chain": 8, "peak_fma_4chain": 16}
 TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and peak must be exact
@@ -180,13 +201,15 @@ fn wide8_hi(w: Wide8) -> vec4<f32> { return wide4(w.y); }
 """
 
 
-def wgsl_prelude(dtype: str, features: Collection[str] = ()) -> str:
-    """What the runner prepends to a WGSL kernel: the storage type T, and the wide-load helpers for
-    kernels that need `shader-int64` (naga refuses 64-bit types in a module without that feature)."""
+def wgsl_prelude(dtype: str, features: Collection[str] = (), texture_inputs: bool = False) -> str:
+    """What the runner prepends to a WGSL kernel: the storage type T, the wide-load helpers for kernels
+    that need `shader-int64` (naga refuses 64-bit types in a module without that feature), and the
+    input texture type `InTex` for kernels with texture inputs."""
     wide = "shader-int64" in features
+    textures = f"alias InTex = texture_storage_2d<{TEXTURE_FORMAT[dtype]}, read>;\n" if texture_inputs else ""
     if dtype == "float16":
-        return "enable f16;\nalias T = f16;\n" + (_WIDE_F16 if wide else "")
-    return "alias T = f32;\n" + (_WIDE_F32 if wide else "")
+        return "enable f16;\nalias T = f16;\n" + textures + (_WIDE_F16 if wide else "")
+    return "alias T = f32;\n" + textures + (_WIDE_F32 if wide else "")
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -213,13 +236,15 @@ class Problem:
     reference: Callable[[], np.ndarray]
     tolerance: float  # 0: must be bit-exact
     accepted: str  # what sizes this adapter accepts, for limit errors
+    texture_sizes: list[tuple[int, int]] = field(default_factory=list)  # (texels wide, rows) per input, if textures
 
     @property
     def label(self) -> str:
         return f"{self.spec.name} {self.dtype} {self.size}"
 
-    def binding_sizes(self) -> list[int]:
-        return [len(self.params), *self.input_nbytes, self.output_nbytes]
+    def buffer_sizes(self) -> list[int]:
+        """The storage buffers' sizes: inputs (unless they are textures), then the output."""
+        return [*([] if self.texture_sizes else self.input_nbytes), self.output_nbytes]
 
     def inputs(self) -> list[np.ndarray]:
         return self.make_inputs()
@@ -308,6 +333,8 @@ def _gemm(spec: KernelSpec, dtype: str, n: int, seed: list[int], limits: dict[st
     tile_cols, tile_rows = GEMM_TILE[spec.name]
     binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
     largest = math.isqrt(binding // np_dtype.itemsize) // 128 * 128
+    if spec.texture_inputs:  # A and B are n rows of n / 4 texels each
+        largest = min(largest, limits["max-texture-dimension-2d"] // 128 * 128)
     return Problem(
         spec=spec,
         dtype=dtype,
@@ -322,7 +349,8 @@ def _gemm(spec: KernelSpec, dtype: str, n: int, seed: list[int], limits: dict[st
         bytes_moved=3.0 * n * n * np_dtype.itemsize,
         reference=gemm_ref,
         tolerance=TOLERANCE[dtype],
-        accepted=f"edge.gemm_sizes multiples of 128 up to {largest} for {dtype} on this adapter",
+        accepted=f"edge.gemm_sizes multiples of 128 up to {largest} for {spec.name} {dtype} on this adapter",
+        texture_sizes=[(n // 4, n)] * 2 if spec.texture_inputs else [],
     )
 
 
@@ -525,7 +553,19 @@ def check_limits(problem: Problem, limits: dict[str, int], adapter: str) -> None
     spec = problem.spec
     binding_limit = limits["max-storage-buffer-binding-size"]
     buffer_limit = limits["max-buffer-size"]
-    for nbytes in problem.binding_sizes()[1:]:
+    texture_limit = limits["max-texture-dimension-2d"]
+    for width, height in problem.texture_sizes:
+        if max(width, height) > texture_limit:
+            raise UserError(
+                f"{problem.label}: needs a {width}x{height} texture but {adapter} allows {texture_limit} texels "
+                f"per side (max-texture-dimension-2d); accepted: {problem.accepted}"
+            )
+    if len(problem.texture_sizes) > limits["max-storage-textures-per-shader-stage"]:
+        raise UserError(
+            f"{spec.name}: needs {len(problem.texture_sizes)} storage textures but {adapter} allows "
+            f"{limits['max-storage-textures-per-shader-stage']} per shader stage; accepted: gemm_subgroup or gemm_vec4"
+        )
+    for nbytes in problem.buffer_sizes():
         for limit, name in ((binding_limit, "max-storage-buffer-binding-size"), (buffer_limit, "max-buffer-size")):
             if nbytes > limit:
                 raise UserError(

@@ -214,7 +214,7 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
         if key not in cache:
             source = kernels.source_path(kdir, spec)
             if spec.lang == "wgsl":
-                prelude = kernels.wgsl_prelude(problem.dtype, spec.features)
+                prelude = kernels.wgsl_prelude(problem.dtype, spec.features, spec.texture_inputs)
                 code: str | bytes = prelude + source.read_text(encoding="utf-8")
                 origin = spec.source
             else:
@@ -231,28 +231,58 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
 
 @contextlib.contextmanager
 def bound(plan: EdgePlan, item: Compiled) -> Iterator[tuple[timing.DispatchTimer, Any]]:
-    """Buffers and bind group for one problem, a timer on them, and the output buffer; freed on exit."""
+    """Buffers (or input textures) and bind group for one problem, a timer on them, and the output
+    buffer; freed on exit."""
     wgpu = optional_module("wgpu")
     device, problem = plan.device, item.problem
     usage = wgpu.BufferUsage
     buffers = [device.create_buffer_with_data(data=problem.params, usage=usage.UNIFORM | usage.COPY_DST)]
+    textures: list[Any] = []
     try:
-        buffers += [device.create_buffer_with_data(data=a.tobytes(), usage=usage.STORAGE) for a in problem.inputs()]
+        resources: list[Any] = []
+        for i, array in enumerate(problem.inputs()):
+            if problem.texture_sizes:
+                textures.append(_input_texture(device, array, problem.texture_sizes[i], problem.dtype))
+                resources.append(textures[-1].create_view())
+            else:
+                buffers.append(device.create_buffer_with_data(data=array.tobytes(), usage=usage.STORAGE))
+                resources.append(_whole(buffers[-1]))
         buffers.append(device.create_buffer(size=problem.output_nbytes, usage=usage.STORAGE | usage.COPY_SRC))
+        resources = [_whole(buffers[0]), *resources, _whole(buffers[-1])]
         bind_group = device.create_bind_group(
             layout=item.pipeline.get_bind_group_layout(0),
-            entries=[
-                {"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in enumerate(buffers)
-            ],
+            entries=[{"binding": i, "resource": r} for i, r in enumerate(resources)],
         )
         yield (
             timing.DispatchTimer(device, item.pipeline, bind_group, problem.groups, plan.timing, plan.period_ns),
             buffers[-1],
         )
     finally:
-        for buffer in buffers:
-            buffer.destroy()
+        for resource in (*buffers, *textures):
+            resource.destroy()
         problem.release()
+
+
+def _whole(buffer: Any) -> dict[str, Any]:
+    return {"buffer": buffer, "offset": 0, "size": buffer.size}
+
+
+def _input_texture(device: Any, array: Any, size: tuple[int, int], dtype: str) -> Any:
+    """A read-only storage texture holding `array` in its own row-major order, 4 values per texel."""
+    wgpu = optional_module("wgpu")
+    width, height = size
+    texture = device.create_texture(
+        size=(width, height, 1),
+        format=kernels.TEXTURE_FORMAT[dtype],
+        usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_DST,
+    )
+    device.queue.write_texture(
+        {"texture": texture},
+        array.tobytes(),
+        {"bytes_per_row": width * 4 * array.itemsize, "rows_per_image": height},
+        (width, height, 1),
+    )
+    return texture
 
 
 def run_problem(plan: EdgePlan, item: Compiled, on_try: Any = None) -> report.KernelRow:
