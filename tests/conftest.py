@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack, free_port
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,10 @@ import pytest
 
 from conftest import REPO, run_cli
 from fleetbench.dashboards.build import stale, to_grafana
-from fleetbench.dashboards.catalog import DASHBOARDS, DCGM_METRICS
-from fleetbench.dashboards.model import VARIABLES, Dashboard
-from fleetbench.dashboards.promql import metric_names
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS
+from fleetbench.dashboards.definition import VARIABLES, Dashboard
+from fleetbench.dashboards.promql_names import metric_names
+from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.telemetry.catalogue import CATALOGUE
 
 EXPOSED = {name for metric in CATALOGUE.values() for name in metric.exposed_names}
@@ -114,7 +114,7 @@ def test_only_gpu_panels_may_lack_cpu_data() -> None:
 
 @pytest.mark.services
 def test_prometheus_rejects_a_broken_query(prometheus: PrometheusClient) -> None:
-    from fleetbench.services.promql import PromQLError
+    from fleetbench.services.prometheus_api import PromQLError
 
     with pytest.raises(PromQLError, match="bad_data"):
         prometheus.query("sum by (host (fleetbench_steps_total)")

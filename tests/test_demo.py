@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_cli
 from fleetbench.results.store import read_records
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import free_port
 
 pytestmark = pytest.mark.services

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from conftest import run_cli
 from fleetbench.results.store import read_records
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]  # may pay the cold image builds
 CLUSTER_IMAGES = ("trainer", "edge-vulkan", "prometheus", "pushgateway", "node-exporter", "node")

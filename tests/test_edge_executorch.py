@@ -51,7 +51,7 @@ def test_export_writes_program_and_sidecar(exported: Path) -> None:
     data = exported.read_bytes()
     assert data[4:8] == b"ET12"  # ExecuTorch's flatbuffer file identifier
     sidecar = json.loads(exported.with_name(exported.name + ".json").read_text())
-    assert sidecar["module"] == "fleetbench.edge.model:tiny" and sidecar["seed"] == 3
+    assert sidecar["module"] == "fleetbench.edge.model_factory:tiny" and sidecar["seed"] == 3
     assert sidecar["inputs"] == [{"shape": [1, 128], "dtype": "int64", "high": 256}]
     assert sidecar["delegated_subgraphs"] > 0 and sidecar["partitioner"] == "xnnpack"
 
@@ -100,7 +100,7 @@ def test_program_that_disagrees_with_its_eager_model_fails_the_run(
     # The same architecture with other weights (seed 4, not 3): same inputs, different outputs.
     (tmp_path / "other_weights.py").write_text(
         textwrap.dedent("""
-        from fleetbench.edge.model import tiny
+        from fleetbench.edge.model_factory import tiny
 
         def factory():
             return tiny(seed=4, batch=1)

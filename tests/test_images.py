@@ -33,7 +33,7 @@ from docker_support import (
     stop_monitoring,
 )
 from fleetbench.results.store import read_records
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(1500)]
 NS = ["--namespace", SESSION_NAMESPACE]

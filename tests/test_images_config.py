@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import REPO, run_cli
-from fleetbench.images.catalog import IMAGES, Wheels, resolve_build_order
+from fleetbench.images.specs import IMAGES, Wheels, resolve_build_order
 from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, pins, platform_args, requirement_sets
 
 # The images of `fleetbench images` (containers/ also holds other jobs' Dockerfiles, e.g. the

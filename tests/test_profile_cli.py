@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testdata import get_test_data_dir
 import torch
 from rich.console import Console
 
@@ -19,7 +20,7 @@ from fleetbench.profile.classify import CLASSES
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = get_test_data_dir()
 FAST_PEAKS = [
     "--set",
     "profile.peak_matmul_size=256",

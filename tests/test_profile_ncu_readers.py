@@ -1,4 +1,4 @@
-"""Nsight Compute readers on every real report in ../shared/fixtures: .ncu-rep and ncu CSV exports."""
+"""Nsight Compute readers on every real report in tests/data: .ncu-rep and ncu CSV exports."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 
 import pytest
+from testdata import get_test_data_dir
 
 from fleetbench.errors import UserError
 from fleetbench.profile.ncu_readers import WANTED, normalise_unit, parse_value, read_report
 from fleetbench.profile.ncu_summary import summarize_report
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = get_test_data_dir()
 REPORTS = sorted((FIXTURES / "ncu-rep").glob("*.ncu-rep"))
 CSVS = sorted((FIXTURES / "ncu-csv").glob("*.csv"))
 FAILED = FIXTURES / "ncu-csv" / "b200_raw_failed_capture.csv"

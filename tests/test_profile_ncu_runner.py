@@ -2,7 +2,7 @@
 
 Nsight Compute cannot run here (no GPU), so these tests put test doubles of the `ncu` binary on PATH:
 small executables that print the very texts NVIDIA's ncu prints (ERR_NVGPUCTRPERM, "No kernels were
-profiled") or that write a real report from ../shared/fixtures where ncu would, and record the
+profiled") or that write a real report from tests/data where ncu would, and record the
 arguments they were given. The failure detection and the argument passing are what is under test.
 """
 
@@ -16,11 +16,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from testdata import get_test_data_dir
 import torch
 
 from fleetbench.results.store import read_records
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = get_test_data_dir()
 REPORT = FIXTURES / "ncu-rep" / "gtx1660s_naive_gemm.ncu-rep"
 PERMISSION_TEXT = (
     "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "

@@ -6,12 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testdata import get_test_data_dir
 
 from fleetbench.profile.classify import Thresholds
 from fleetbench.profile.ncu_readers import read_report
 from fleetbench.profile.ncu_summary import summarize_report
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "ncu-rep"
+FIXTURES = get_test_data_dir() / "ncu-rep"
 
 
 @pytest.fixture(scope="module")

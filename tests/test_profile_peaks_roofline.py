@@ -7,6 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from testdata import get_test_data_dir
 import torch
 
 from fleetbench.devices import resolve_device
@@ -23,7 +24,7 @@ from fleetbench.profile.peaks import (
 )
 from fleetbench.profile.roofline import OpStat, analytical_roofline, attainable, ncu_roofline, plot_roofline
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = get_test_data_dir()
 
 
 @pytest.mark.parametrize(

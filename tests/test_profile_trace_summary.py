@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testdata import get_test_data_dir
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from fleetbench.errors import UserError
 from fleetbench.profile.trace_summary import summarize_trace
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+FIXTURES = get_test_data_dir()
 GEMM = FIXTURES / "torch-trace" / "a100_gemm_trace.json"
 ALEXNET = FIXTURES / "torch-trace" / "a100_alexnet_trace.json.gz"
 

@@ -9,10 +9,10 @@ import pytest
 from rich.console import Console
 
 from conftest import run_cli
-from fleetbench.dashboards.catalog import DASHBOARDS
+from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.report.build import build_report, dashboards_for
 from fleetbench.results.store import read_records
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 
 pytestmark = pytest.mark.services
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

@@ -14,10 +14,10 @@ from rich.console import Console
 
 from conftest import gateway_groups, run_cli
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
-from fleetbench.probes.run import run_probe
+from fleetbench.probe.run import run_probe
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack, free_port
 from fleetbench.telemetry.recorder import RunIdentity
 from fleetbench.telemetry.session import BenchmarkRun

@@ -25,7 +25,7 @@ from fleetbench.runinfo import host_name
 from fleetbench.train.checkpoint import complete_checkpoints
 from fleetbench.train.config import ModelShape
 from fleetbench.train.history import read_history
-from fleetbench.train.model import Decoder, init_weights
+from fleetbench.train.decoder import Decoder, init_weights
 
 # A small model keeps every launch to a few seconds on two cores; all ranks run 1 thread.
 MODEL = (

@@ -25,7 +25,7 @@ from fleetbench.train.flops import BF16_PEAK_FLOPS, Peak, flops_per_token, mfu, 
 from fleetbench.train.history import HistoryWriter, StepRow, read_history
 from fleetbench.train.launch import failure_from_ranks
 from fleetbench.train.memory import MemoryKnobs, is_out_of_memory, out_of_memory_message
-from fleetbench.train.model import Decoder, init_weights, param_counts
+from fleetbench.train.decoder import Decoder, init_weights, param_counts
 
 SMALL = ModelShape(dim=64, layers=2, heads=4, ffn_dim=256, vocab_size=128)
 

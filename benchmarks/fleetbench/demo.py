@@ -15,12 +15,12 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench.config.schema import FleetbenchConfig
-from fleetbench.probes.run import run_probe
+from fleetbench.probe.run import run_probe
 from fleetbench.profile.run import run_profile
 from fleetbench.report.build import build_report
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import new_run_id
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack
 from fleetbench.train.stage import run_train_stage
 
@@ -31,7 +31,7 @@ def run_edge_demo_stage(config: FleetbenchConfig, console: Console) -> ResultRec
     """Edge kernels (quick set) on this machine's adapter, and the trainer's tiny model exported to
     ExecuTorch (XNNPACK) and timed against eager PyTorch, when the [mobile] extra is installed."""
     from fleetbench.edge import pte
-    from fleetbench.edge.model import build
+    from fleetbench.edge.model_factory import build
     from fleetbench.edge.runner import quick, run_edge
     from fleetbench.errors import UserError
 

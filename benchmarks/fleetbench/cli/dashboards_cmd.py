@@ -19,7 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.dashboards.build import stale, write_all
-    from fleetbench.dashboards.catalog import DASHBOARDS
+    from fleetbench.dashboards.registry import DASHBOARDS
 
     if args.check:
         problems = stale(DASHBOARDS, args.out)

@@ -107,7 +107,7 @@ def handle_export(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args, flags)
     edge = config.edge
     from fleetbench.edge import pte
-    from fleetbench.edge.model import build
+    from fleetbench.edge.model_factory import build
     from fleetbench.fsutil import ensure_writable_dir
 
     pte.require_executorch()

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from fleetbench.errors import UserError
-from fleetbench.images.catalog import DEFAULT_NAMESPACE, IMAGES, VARIANTS
+from fleetbench.images.specs import DEFAULT_NAMESPACE, IMAGES, VARIANTS
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 

@@ -18,7 +18,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args, {"probe.device": (args.device, "--device")})
-    from fleetbench.probes.run import run_probe  # torch loads only when a probe really runs
+    from fleetbench.probe.run import run_probe  # torch loads only when a probe really runs
 
     record = run_probe(config, console)
     console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")

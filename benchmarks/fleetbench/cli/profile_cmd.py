@@ -112,7 +112,7 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.profile.run import ncu_summary_dict, record_ncu_summary, summarize_ncu
-    from fleetbench.profile.tables import fixes_table, ncu_fix_rows, ncu_table  # torch loads only when a handler runs
+    from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table  # torch loads only when a handler runs
 
     if args.record:
         config = config_from_args(args)

@@ -12,7 +12,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef, GridPos, VariableRefresh
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from fleetbench.dashboards.model import VARIABLES, Dashboard, Panel
+from fleetbench.dashboards.definition import VARIABLES, Dashboard, Panel
 
 GRID_WIDTH = 24
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleetbench.dashboards.model import Dashboard, Panel, Query, Row, sel, unit_of
+from fleetbench.dashboards.definition import Dashboard, Panel, Query, Row, sel, unit_of
 
 # DCGM exporter series (documented names; labels gpu, UUID, modelName, Hostname). Ours do not repeat them.
 DCGM_HOST = 'Hostname=~"$host"'

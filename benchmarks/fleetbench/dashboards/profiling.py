@@ -6,7 +6,7 @@ device), whichever the selected runs have, so the same dashboard serves a GPU cl
 
 from __future__ import annotations
 
-from fleetbench.dashboards.model import Dashboard, Panel, Query, Row, sel, unit_of
+from fleetbench.dashboards.definition import Dashboard, Panel, Query, Row, sel, unit_of
 
 
 def kernel_or_op(kernel_metric: str, op_metric: str, how: str = "max", top: int = 15) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fleetbench.dashboards.edge import EDGE
-from fleetbench.dashboards.model import Dashboard
+from fleetbench.dashboards.definition import Dashboard
 from fleetbench.dashboards.overview import OVERVIEW
 from fleetbench.dashboards.profiling import PROFILING
 from fleetbench.dashboards.training import TRAINING

@@ -17,7 +17,7 @@ from fleetbench.errors import UserError
 if TYPE_CHECKING:
     import torch
 
-TINY = "fleetbench.edge.model:tiny"
+TINY = "fleetbench.edge.model_factory:tiny"
 
 
 @dataclass
@@ -34,7 +34,7 @@ def tiny(seed: int = 0, batch: int = 1) -> tuple[torch.nn.Module, tuple[torch.Te
     import torch
 
     from fleetbench.train.config import PRESETS, ModelShape
-    from fleetbench.train.model import Decoder, init_weights
+    from fleetbench.train.decoder import Decoder, init_weights
 
     preset = PRESETS["tiny"]
     shape = ModelShape(preset.dim, preset.layers, preset.heads, preset.ffn_dim, preset.vocab_size)

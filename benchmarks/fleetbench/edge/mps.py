@@ -12,7 +12,7 @@ import copy
 import sys
 import time
 
-from fleetbench.edge.model import BuiltModel
+from fleetbench.edge.model_factory import BuiltModel
 from fleetbench.edge.pte import ModelTiming, compare_outputs, time_calls
 
 SKIP_REASON = "requires Apple silicon (MPS)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.edge.model import BuiltModel, build
+from fleetbench.edge.model_factory import BuiltModel, build
 from fleetbench.edge.native import native_stderr, optional_module
 from fleetbench.errors import UserError
 

@@ -560,7 +560,7 @@ def run_mps_path(cfg: EdgeConfig, run: BenchmarkRun, console: Console, models: l
     if not mps.mps_available():
         console.print(f"[yellow]mps: {mps.SKIP_REASON}; skipped[/]")
         return {"skipped": mps.SKIP_REASON}
-    from fleetbench.edge.model import build
+    from fleetbench.edge.model_factory import build
 
     built = build(cfg.module, cfg.seed, cfg.model_batch)
     console.print(f"mps: {built.name} forward, {cfg.pte_warmup} warm-ups, {cfg.pte_iterations} iterations ...")

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from fleetbench.errors import UserError
-from fleetbench.images.catalog import LOCAL_BASE_TAG, local_base
+from fleetbench.images.specs import LOCAL_BASE_TAG, local_base
 
 if TYPE_CHECKING:
     import docker

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from fleetbench.errors import UserError
 from fleetbench.images.base import ensure_base
-from fleetbench.images.catalog import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
+from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
 from fleetbench.images.engine import connect
 from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, ensure_wheelhouse
 

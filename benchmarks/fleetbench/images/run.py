@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from fleetbench.errors import UserError
-from fleetbench.images.catalog import DEFAULT_NAMESPACE, ImageSpec, get_spec
+from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, get_spec
 from fleetbench.images.engine import connect
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ def plan_run(
 
 
 def benchmark_spec(name: str) -> ImageSpec:
-    from fleetbench.images.catalog import IMAGES
+    from fleetbench.images.specs import IMAGES
 
     spec = get_spec(name)
     if spec.service:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from rich.console import Console
 
 from fleetbench.errors import UserError
-from fleetbench.images.catalog import DEFAULT_NAMESPACE, get_spec
+from fleetbench.images.specs import DEFAULT_NAMESPACE, get_spec
 from fleetbench.images.engine import connect
 from fleetbench.images.run import find_image
 

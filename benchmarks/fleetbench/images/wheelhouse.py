@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from fleetbench.errors import UserError
-from fleetbench.images.catalog import IMAGES, ImageSpec, Wheels
+from fleetbench.images.specs import IMAGES, ImageSpec, Wheels
 
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
 WHEELHOUSE_DIR = "build/wheelhouse"

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import resolve_device
-from fleetbench.probes.compute import ProbeResult, copy_probe, matmul_probe
+from fleetbench.probe.compute import ProbeResult, copy_probe, matmul_probe
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import host_name, new_run_id
 from fleetbench.telemetry.recorder import RunIdentity

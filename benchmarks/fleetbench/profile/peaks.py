@@ -1,6 +1,6 @@
 """Peak FLOP/s and memory bandwidth: datasheet tables for common GPUs, and measured local peaks.
 
-Measured peaks reuse the probe (fleetbench.probes.compute): the matmul probe for FLOP/s per dtype
+Measured peaks reuse the probe (fleetbench.probe.compute): the matmul probe for FLOP/s per dtype
 (the better of n/2 and n),
 the copy probe plus a STREAM-style triad (a = b + s*c) for bandwidth; the memory roof is the better
 of the two. A measurement is cached per device (backend, model name, thread count) as JSON, so the
@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from fleetbench.devices import DeviceInfo
-from fleetbench.probes.compute import ProbeResult, _time, copy_probe, matmul_probe
+from fleetbench.probe.compute import ProbeResult, _time, copy_probe, matmul_probe
 from fleetbench.runinfo import utc_now
 
 

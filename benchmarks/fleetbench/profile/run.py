@@ -32,7 +32,7 @@ from fleetbench.profile.ncu_summary import NcuSummary, summarize_report
 from fleetbench.profile.ncu_target import NVTX_INCLUDE
 from fleetbench.profile.peaks import Peaks, default_cache_dir, default_request, measured_peaks, peaks_from_datasheet
 from fleetbench.profile.roofline import OpStat, Roofline, analytical_roofline, ncu_roofline, op_ratios, plot_roofline
-from fleetbench.profile.tables import (
+from fleetbench.profile.display import (
     FixRow,
     fixes_table,
     ncu_fix_rows,

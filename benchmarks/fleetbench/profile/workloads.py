@@ -87,7 +87,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
 
     from fleetbench.train.config import TrainConfig, resolve_plan
     from fleetbench.train.data import TokenBatches
-    from fleetbench.train.model import Decoder
+    from fleetbench.train.decoder import Decoder
     from fleetbench.train.parallel import build_optimizer
 
     cfg = config.profile

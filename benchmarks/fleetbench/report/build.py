@@ -7,13 +7,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fleetbench.dashboards.catalog import DASHBOARDS
-from fleetbench.dashboards.model import Dashboard
+from fleetbench.dashboards.registry import DASHBOARDS
+from fleetbench.dashboards.definition import Dashboard
 from fleetbench.report.charts import draw
 from fleetbench.report.page import render_page
 from fleetbench.report.sources import PrometheusSource, RecordsSource
 from fleetbench.results.store import read_records
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 
 REPORT_DIR = "report"
 

@@ -7,7 +7,7 @@ import html
 import json
 from pathlib import Path
 
-from fleetbench.dashboards.model import Dashboard
+from fleetbench.dashboards.definition import Dashboard
 from fleetbench.results.record import ResultRecord
 
 STYLE = """

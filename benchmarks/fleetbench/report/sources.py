@@ -6,10 +6,10 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from fleetbench.dashboards.model import VARIABLES, Panel
-from fleetbench.dashboards.promql import metric_names
+from fleetbench.dashboards.definition import VARIABLES, Panel
+from fleetbench.dashboards.promql_names import metric_names
 from fleetbench.results.record import ResultRecord
-from fleetbench.services.promql import PrometheusClient
+from fleetbench.services.prometheus_api import PrometheusClient
 
 HIDDEN_LABELS = {"__name__", "job", "instance", "run_id", "benchmark"}
 _LEGEND_FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")

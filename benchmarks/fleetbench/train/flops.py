@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from fleetbench.train.config import ModelShape
-from fleetbench.train.model import param_counts
+from fleetbench.train.decoder import param_counts
 
 # Dense (no sparsity) tensor-core peaks in bf16, per device as torch enumerates it. Order matters:
 # the first pattern that matches the device name wins, so variants come before the family name.
@@ -63,7 +63,7 @@ def measured_cpu_peak(
     import torch
 
     from fleetbench.devices import resolve_device
-    from fleetbench.probes.compute import matmul_probe
+    from fleetbench.probe.compute import matmul_probe
 
     device = resolve_device("cpu")
     dtype = getattr(torch, dtype_name)

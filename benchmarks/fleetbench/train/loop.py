@@ -42,7 +42,7 @@ from fleetbench.train.memory import (
     out_of_memory_message,
     snapshot,
 )
-from fleetbench.train.model import Decoder, param_counts
+from fleetbench.train.decoder import Decoder, param_counts
 from fleetbench.train.parallel import (
     DistEnv,
     agree,

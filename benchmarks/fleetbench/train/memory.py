@@ -18,7 +18,7 @@ import torch
 from fleetbench.errors import UserError
 from fleetbench.telemetry.session import peak_rss_bytes
 from fleetbench.train.config import TrainConfig, TrainPlan
-from fleetbench.train.model import param_counts
+from fleetbench.train.decoder import param_counts
 
 GIB = 2**30
 

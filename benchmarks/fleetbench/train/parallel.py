@@ -22,7 +22,7 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
 from fleetbench.train.config import TrainConfig, TrainPlan
-from fleetbench.train.model import Decoder, init_weights
+from fleetbench.train.decoder import Decoder, init_weights
 
 
 @dataclass(frozen=True)
