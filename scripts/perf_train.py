@@ -60,7 +60,7 @@ def main() -> int:
     args = parser.parse_args()
 
     common = [f"preset={args.preset}", f"steps={args.steps}", f"log_every={args.log_every}", "plot=false"]
-    from fleetbench.train.config import PRESETS
+    from fleetbench.config.train import PRESETS
 
     per_rank = PRESETS[args.preset].batch_size
     fsdp_tps: list[float] = []

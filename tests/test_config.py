@@ -1,13 +1,28 @@
-"""Config files (YAML and TOML), overrides and their precedence."""
+"""Config files (YAML and TOML), overrides and their precedence; the sections, presets and docs examples."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
+import re
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
+import yaml
+from pydantic import BaseModel, ValidationError
 
 from fleetbench.config import load_config
+from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.config.strict import StrictModel
+from fleetbench.config.train import PRESETS, Preset, PresetName
 from fleetbench.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_yaml_and_toml_give_the_same_config(tmp_path: Path) -> None:
@@ -53,3 +68,157 @@ def test_errors_name_the_source_the_key_and_what_is_accepted(overrides: list[str
     assert message.startswith(f"--set {overrides[0]}: ")
     assert fragment in message
     assert "\n" not in message
+
+
+def section_models(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, type[BaseModel]]]:
+    """Every section model under the root, nested ones included, with its dotted path."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield f"{prefix}{name}", annotation
+            yield from section_models(annotation, f"{prefix}{name}.")
+
+
+SECTIONS = dict(section_models(FleetbenchConfig))
+
+
+def test_every_section_is_a_strict_model_defined_in_the_config_package() -> None:
+    assert {"run", "telemetry", "probe", "train", "profile", "profile.thresholds", "profile.ncu", "edge"} <= set(
+        SECTIONS
+    )
+    for path, model in SECTIONS.items():
+        assert issubclass(model, StrictModel), path
+        assert model.__module__.startswith("fleetbench.config."), (path, model.__module__)
+
+
+@pytest.mark.parametrize("path", sorted(SECTIONS))
+def test_every_section_rejects_unknown_keys(path: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        SECTIONS[path].model_validate({"no_such_key": 1})
+    assert [error["type"] for error in info.value.errors()] == ["extra_forbidden"]
+    with pytest.raises(UserError, match=rf"^--set {path}\.no_such_key=1: {path}\.no_such_key: unknown key; accepted: "):
+        load_config(None, [f"{path}.no_such_key=1"])
+
+
+def test_the_root_rejects_unknown_sections() -> None:
+    with pytest.raises(UserError, match=r"probes: unknown key; accepted: edge, probe, profile, run, telemetry, train$"):
+        load_config(None, ["probes.matmul_sizes=[256]"])
+
+
+# The presets as they were when they were built from positional arguments; a change here changes
+# what every recorded run of that preset means.
+PRESET_VALUES = {
+    "tiny": {
+        "dim": 128,
+        "layers": 4,
+        "heads": 4,
+        "ffn_dim": 512,
+        "vocab_size": 256,
+        "seq_len": 128,
+        "batch_size": 8,
+        "steps": 100,
+        "data": "text",
+        "lr": 2e-3,
+        "warmup_steps": 10,
+        "about": "CPU default: 0.8M-parameter byte-level model on Python's own sources",
+    },
+    "small": {
+        "dim": 512,
+        "layers": 8,
+        "heads": 8,
+        "ffn_dim": 2048,
+        "vocab_size": 32000,
+        "seq_len": 512,
+        "batch_size": 8,
+        "steps": 50,
+        "data": "random",
+        "lr": 3e-4,
+        "warmup_steps": 0,
+        "about": "quick GPU check: 25M non-embedding parameters",
+    },
+    "seed": {
+        "dim": 2048,
+        "layers": 12,
+        "heads": 16,
+        "ffn_dim": 8192,
+        "vocab_size": 32000,
+        "seq_len": 1024,
+        "batch_size": 8,
+        "steps": 50,
+        "data": "random",
+        "lr": 3e-4,
+        "warmup_steps": 0,
+        "about": "the reference workload: 12 blocks of dim 2048, 8 x 1024 random tokens per rank",
+    },
+    "1b": {
+        "dim": 2048,
+        "layers": 18,
+        "heads": 16,
+        "ffn_dim": 8192,
+        "vocab_size": 32000,
+        "seq_len": 2048,
+        "batch_size": 4,
+        "steps": 50,
+        "data": "random",
+        "lr": 3e-4,
+        "warmup_steps": 0,
+        "about": "about 1.04B parameters (18 blocks of dim 2048)",
+    },
+}
+
+
+def test_presets_keep_their_values() -> None:
+    assert {name: dataclasses.asdict(preset) for name, preset in PRESETS.items()} == PRESET_VALUES
+    assert list(PRESETS) == list(get_args(PresetName))
+
+
+def test_presets_are_keyword_only_frozen_and_document_every_field() -> None:
+    values = PRESET_VALUES["tiny"]
+    make: Any = Preset  # the calls below are wrong on purpose
+    with pytest.raises(TypeError, match="positional"):
+        make(*values.values())
+    preset: Any = make(**values)
+    assert preset == PRESETS["tiny"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        preset.dim = 1
+    # One docstring line under each field (attribute docstrings), read from the source.
+    source = inspect.getsource(Preset)
+    for field in dataclasses.fields(Preset):
+        assert re.search(rf'^    {field.name}: .+\n    """[^\n]+"""$', source, re.MULTILINE), field.name
+
+
+def parse(kind: str, body: str) -> dict[str, dict[str, object]]:
+    data = yaml.safe_load(body) if kind == "yaml" else tomllib.loads(body)
+    assert isinstance(data, dict)
+    return data
+
+
+DOC_EXAMPLES = re.findall(
+    r"^```(yaml|toml)\n(.*?)^```$",
+    (REPO / "docs" / "configuration.md").read_text(encoding="utf-8"),
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def test_docs_have_an_example_for_every_section() -> None:
+    covered = {section for kind, body in DOC_EXAMPLES for section in parse(kind, body)}
+    assert covered == set(FleetbenchConfig.model_fields)
+
+
+@pytest.mark.parametrize(
+    ("kind", "body"), DOC_EXAMPLES, ids=[f"{kind}-{'-'.join(parse(kind, body))}" for kind, body in DOC_EXAMPLES]
+)
+def test_docs_examples_load(tmp_path: Path, kind: str, body: str) -> None:
+    path = tmp_path / f"example.{kind}"
+    path.write_text(body, encoding="utf-8")
+    config = load_config(path)
+    for section, values in parse(kind, body).items():
+        # Each key the example sets reaches the config (none dropped or misspelt into a default).
+        assert set(values) <= getattr(config, section).model_fields_set, section
+
+
+@pytest.mark.parametrize("module", ["fleetbench.config.train", "fleetbench.config"])
+def test_config_modules_do_not_import_torch(module: str) -> None:
+    code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"

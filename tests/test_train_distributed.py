@@ -23,9 +23,9 @@ from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 from fleetbench.results.store import read_records
 from fleetbench.runinfo import host_name
 from fleetbench.train.checkpoint import complete_checkpoints
-from fleetbench.train.config import ModelShape
-from fleetbench.train.history import read_history
 from fleetbench.train.decoder import Decoder, init_weights
+from fleetbench.train.history import read_history
+from fleetbench.train.plan import ModelShape
 
 # A small model keeps every launch to a few seconds on two cores; all ranks run 1 thread.
 MODEL = (

@@ -16,16 +16,17 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from fleetbench.config.loader import load_config
+from fleetbench.config.train import PRESETS, TrainConfig
 from fleetbench.errors import UserError
 from fleetbench.telemetry.catalogue import CATALOGUE, naming_problems
 from fleetbench.train.checkpoint import complete_checkpoints, find_resumable_run
-from fleetbench.train.config import PRESETS, ModelShape, TrainConfig, resolve_plan
 from fleetbench.train.data import TokenBatches, text_corpus
+from fleetbench.train.decoder import Decoder, init_weights, param_counts
 from fleetbench.train.flops import BF16_PEAK_FLOPS, Peak, flops_per_token, mfu, resolve_peak, table_peak
 from fleetbench.train.history import HistoryWriter, StepRow, read_history
 from fleetbench.train.launch import failure_from_ranks
 from fleetbench.train.memory import MemoryKnobs, is_out_of_memory, out_of_memory_message
-from fleetbench.train.decoder import Decoder, init_weights, param_counts
+from fleetbench.train.plan import ModelShape, resolve_plan
 
 SMALL = ModelShape(dim=64, layers=2, heads=4, ffn_dim=256, vocab_size=128)
 

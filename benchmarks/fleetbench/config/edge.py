@@ -1,0 +1,107 @@
+"""Section `edge`: `fleetbench edge` (wgpu kernels, the PyTorch MPS path, ExecuTorch programs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal, get_args
+
+from pydantic import Field, field_validator, model_validator
+
+from fleetbench.config.strict import StrictModel
+
+__all__ = ["EDGE_KERNELS", "EdgeConfig", "EdgeGemmSize", "EdgeKernel"]
+
+EdgeKernel = Literal[
+    "gemm_tiled",
+    "gemm_vec4",
+    "gemm_subgroup",
+    "gemm_texture",
+    "gemm_vec4_spirv",
+    "softmax",
+    "rmsnorm",
+    "silu",
+    "peak_fma",
+    "peak_fma_2chain",
+    "peak_fma_4chain",
+    "peak_fma_spirv",
+    "copy",
+]
+EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)
+EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
+
+
+class EdgeConfig(StrictModel):
+    """`fleetbench edge`: kernels on Vulkan/Metal/D3D12 through wgpu, the PyTorch MPS path, ExecuTorch."""
+
+    backend: Literal["auto", "vulkan", "metal", "d3d12", "opengl"] = Field(
+        default="auto", description="auto: $WGPU_BACKEND_TYPE if set, else Vulkan/Metal/D3D12, whichever exists"
+    )
+    adapter: str | None = Field(default=None, min_length=1, description="substring of the adapter's device name")
+    power_preference: Literal["high-performance", "low-power"] = "high-performance"
+    kernels: list[EdgeKernel] = Field(
+        default_factory=lambda: list(get_args(EdgeKernel)),
+        max_length=16,
+        description="[] with edge.pte: the program only",
+    )
+    dtypes: list[Literal["float32", "float16"]] | None = Field(
+        default=None, min_length=1, max_length=2, description="unset: float32, and float16 where shader-f16 exists"
+    )
+    timing: Literal["auto", "timestamp", "wallclock"] = Field(
+        default="auto", description="auto: GPU timestamp queries where supported, else wall clock"
+    )
+    gemm_sizes: list[EdgeGemmSize] = Field(default=[1024], min_length=1, max_length=8, description="M = N = K")
+    rows: int = Field(default=2048, ge=1, le=1_048_576, description="softmax / rmsnorm rows")
+    cols: int = Field(default=1024, ge=1, le=1_048_576, description="softmax / rmsnorm row length")
+    silu_elements: int = Field(default=4 * 1024 * 1024, ge=4, le=1 << 30, multiple_of=4)
+    copy_mib: int = Field(default=64, ge=1, le=4096)
+    peak_workgroups: int = Field(default=64, ge=1, le=1 << 20, description="of 256 invocations")
+    peak_iterations: int = Field(default=1024, ge=16, le=1024, description="FMA steps per chain, a power of two")
+    warmup: int = Field(default=2, ge=1, le=1000, description="untimed dispatches first; the first is checked")
+    try_time_s: float = Field(default=0.25, gt=0, le=600, description="time budget of one try")
+    min_iterations: int = Field(default=3, ge=1, le=100_000, description="timed dispatches per try, at least")
+    max_iterations: int = Field(default=200, ge=1, le=1_000_000, description="timed dispatches per try, at most")
+    min_tries: int = Field(default=3, ge=1, le=100)
+    max_tries: int = Field(default=5, ge=1, le=100)
+    cv_target: float = Field(default=0.05, gt=0, le=1, description="stop when the CV of the tries' medians is below")
+    cooldown_s: float = Field(default=0.25, ge=0, le=600, description="idle time before each kernel (throttling)")
+    cpu_affinity: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(
+        default=None, min_length=1, max_length=1024, description="CPUs the host process may run on (Linux)"
+    )
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    mps: bool = Field(default=True, description="also run the tiny model on PyTorch MPS (Apple silicon only)")
+    model_batch: int = Field(default=1, ge=1, le=1024, description="sequences per forward pass (MPS path)")
+    pte: Path | None = Field(default=None, description="an ExecuTorch .pte to load and time")
+    module: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$",
+        description="PKG.MODULE:FACTORY for export, and the eager reference of --pte (default: the trainer's tiny)",
+    )
+    pte_warmup: int = Field(default=10, ge=0, le=100_000)
+    pte_iterations: int = Field(default=50, ge=1, le=1_000_000)
+    trim_ratio: float = Field(default=0.1, ge=0, lt=0.5, description="share dropped at each end for the trimmed mean")
+    model_tolerance: float = Field(default=1e-3, gt=0, le=1, description="max |out - eager| / max |eager|")
+    partitioners: list[Literal["xnnpack", "vulkan", "mps", "coreml"]] = Field(default=["xnnpack"], min_length=1)
+    spirv_dir: Path | None = Field(default=None, description="default: <repo>/build/spirv, else ~/.cache")
+    plot: bool = True
+
+    @field_validator("kernels", "gemm_sizes", "dtypes", "cpu_affinity", "partitioners")
+    @classmethod
+    def _unique_values(cls, value: list[object] | None) -> list[object] | None:
+        if value is not None and len(set(value)) != len(value):
+            raise ValueError("values must be unique")
+        return value
+
+    @field_validator("peak_iterations")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if value & (value - 1):
+            raise ValueError("must be a power of two (16-1024), so the probe's result stays exact in float16")
+        return value
+
+    @model_validator(mode="after")
+    def _ordered_bounds(self) -> EdgeConfig:
+        if self.min_tries > self.max_tries:
+            raise ValueError(f"min_tries={self.min_tries} exceeds max_tries={self.max_tries}")
+        if self.min_iterations > self.max_iterations:
+            raise ValueError(f"min_iterations={self.min_iterations} exceeds max_iterations={self.max_iterations}")
+        return self

@@ -1,0 +1,12 @@
+"""The base of every config section: unknown keys and wrong types fail on load and on assignment."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["StrictModel"]
+
+
+class StrictModel(BaseModel):
+    # A misspelt key would otherwise be ignored silently and the run would measure the default.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)

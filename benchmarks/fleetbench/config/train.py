@@ -1,0 +1,181 @@
+"""Section `train`: the FSDP2 training benchmark (`fleetbench train`) and its presets.
+
+Model and batch fields default to None, meaning "take the preset's value"; any of them can be set
+in a config file or with `--set train.KEY=VALUE`. Cross-field checks that need the world size
+(heads divide dim, HSDP shards divide the ranks, ...) run when the trainer resolves its plan
+(`fleetbench.train.plan.resolve_plan`), which raises one-line UserErrors.
+
+No torch import here: the CLI and the config loader read this module without loading torch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from fleetbench.config.strict import StrictModel
+
+__all__ = ["ENDPOINT_PATTERN", "PRESETS", "TEXT_VOCAB", "DataKind", "Preset", "PresetName", "TrainConfig"]
+
+PresetName = Literal["tiny", "small", "seed", "1b"]
+DataKind = Literal["random", "text"]
+TEXT_VOCAB = 256  # byte-level tokens
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    """A named model, batch and schedule; a `train` key of the same name overrides a field."""
+
+    dim: int
+    """Model width: embedding and residual-stream size."""
+    layers: int
+    """Transformer blocks."""
+    heads: int
+    """Attention heads per block; must divide `dim`."""
+    ffn_dim: int
+    """Hidden size of each block's feed-forward layer."""
+    vocab_size: int
+    """Token vocabulary; at least TEXT_VOCAB for `data="text"`."""
+    seq_len: int
+    """Tokens per sequence."""
+    batch_size: int
+    """Sequences per rank per step, as in the reference script."""
+    steps: int
+    """Optimiser steps of a run."""
+    data: DataKind
+    """Random tokens, or byte-level text (Python's own sources)."""
+    lr: float
+    """Peak AdamW learning rate."""
+    warmup_steps: int
+    """Linear warmup steps before the peak learning rate."""
+    about: str
+    """What the preset is for, in one line."""
+
+
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        dim=128,
+        layers=4,
+        heads=4,
+        ffn_dim=512,
+        vocab_size=256,
+        seq_len=128,
+        batch_size=8,
+        steps=100,
+        data="text",
+        lr=2e-3,
+        warmup_steps=10,
+        about="CPU default: 0.8M-parameter byte-level model on Python's own sources",
+    ),
+    "small": Preset(
+        dim=512,
+        layers=8,
+        heads=8,
+        ffn_dim=2048,
+        vocab_size=32000,
+        seq_len=512,
+        batch_size=8,
+        steps=50,
+        data="random",
+        lr=3e-4,
+        warmup_steps=0,
+        about="quick GPU check: 25M non-embedding parameters",
+    ),
+    "seed": Preset(
+        dim=2048,
+        layers=12,
+        heads=16,
+        ffn_dim=8192,
+        vocab_size=32000,
+        seq_len=1024,
+        batch_size=8,
+        steps=50,
+        data="random",
+        lr=3e-4,
+        warmup_steps=0,
+        about="the reference workload: 12 blocks of dim 2048, 8 x 1024 random tokens per rank",
+    ),
+    "1b": Preset(
+        dim=2048,
+        layers=18,
+        heads=16,
+        ffn_dim=8192,
+        vocab_size=32000,
+        seq_len=2048,
+        batch_size=4,
+        steps=50,
+        data="random",
+        lr=3e-4,
+        warmup_steps=0,
+        about="about 1.04B parameters (18 blocks of dim 2048)",
+    ),
+}
+
+ENDPOINT_PATTERN = re.compile(r"^[A-Za-z0-9._\-\[\]:]+:\d{1,5}$")
+
+
+class TrainConfig(StrictModel):
+    """Section `train` of the fleetbench config. None means: the preset's value (or automatic)."""
+
+    preset: PresetName = "tiny"
+    # --- model and batch (None: from the preset) ---
+    dim: int | None = Field(default=None, ge=8, le=65536)
+    layers: int | None = Field(default=None, ge=1, le=1024)
+    heads: int | None = Field(default=None, ge=1, le=1024)
+    ffn_dim: int | None = Field(default=None, ge=8, le=262144)
+    vocab_size: int | None = Field(default=None, ge=2, le=1_048_576)
+    seq_len: int | None = Field(default=None, ge=2, le=131072)
+    batch_size: int | None = Field(default=None, ge=1, le=65536, description="sequences per rank per step")
+    steps: int | None = Field(default=None, ge=1, le=10_000_000)
+    data: DataKind | None = Field(default=None, description="random tokens or byte-level text (Python's sources)")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    # --- optimiser (AdamW) ---
+    lr: float | None = Field(default=None, gt=0, le=10)
+    warmup_steps: int | None = Field(default=None, ge=0)
+    weight_decay: float = Field(default=0.01, ge=0, le=1)
+    grad_clip: float | None = Field(default=None, gt=0, description="max grad norm; unset: no clipping")
+    # --- device and process group ---
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    threads: int | None = Field(default=None, ge=1, le=1024, description="CPU threads per rank")
+    collective_timeout_s: float = Field(default=600, gt=0, le=86400)
+    # --- FSDP2 ---
+    fsdp: bool = Field(default=True, description="false: one unsharded process (the baseline of perf checks)")
+    reshard_after_forward: bool = True
+    activation_checkpointing: bool = False
+    compile: bool = False
+    mixed_precision: bool | None = Field(default=None, description="bf16 params, fp32 reduce; unset: on for CUDA")
+    meta_init: bool = True
+    hsdp: bool = Field(default=False, description="2-D mesh: replicate across groups, shard within a group")
+    hsdp_shard_size: int | None = Field(default=None, ge=1, description="ranks per shard group; unset: per node")
+    # --- logging, memory, MFU ---
+    log_every: int = Field(default=1, ge=1)
+    plot: bool = True
+    max_memory_gb: float | None = Field(default=None, gt=0, description="per-rank memory cap (OOM beyond it)")
+    peak_flops: float | None = Field(default=None, gt=0, description="peak FLOP/s per device for MFU")
+    # --- checkpoints ---
+    checkpoint_every: int = Field(default=0, ge=0, description="0: no periodic checkpoints")
+    checkpoint_final: bool = False
+    checkpoint_dir: Path | None = Field(default=None, description="default: <results_dir>/<run_id>/checkpoints")
+    keep_checkpoints: int = Field(default=2, ge=0, description="0: keep all")
+    resume: bool = False
+    # --- launch (torchrun) ---
+    nproc: int | None = Field(default=None, ge=1, le=1024, description="ranks per node; unset: GPUs, or 2 on CPU")
+    nnodes: int = Field(default=1, ge=1, le=65536)
+    node_rank: int = Field(default=0, ge=0)
+    rdzv_endpoint: str | None = Field(default=None, description="HOST:PORT of node 0's c10d rendezvous")
+    rdzv_timeout_s: float = Field(default=120, gt=0, le=3600)
+    max_restarts: int = Field(default=0, ge=0, le=100)
+
+    @field_validator("rdzv_endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is not None and not ENDPOINT_PATTERN.fullmatch(value):
+            raise ValueError("expected HOST:PORT, e.g. 10.0.0.1:29400")
+        if value is not None and not 0 <= int(value.rsplit(":", 1)[1]) <= 65535:
+            raise ValueError("port must be 0-65535")
+        return value

@@ -1,0 +1,123 @@
+"""The trainer's plan: a `train` config with its preset applied, cross-checked against the world size.
+
+Trainer logic rather than configuration (it needs the number of ranks), so it lives in the train
+package; the section itself and its presets are in `fleetbench.config.train`. No torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, TrainConfig
+from fleetbench.errors import UserError
+
+__all__ = ["ModelShape", "TrainPlan", "check_launch", "check_plan", "resolve_plan"]
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    dim: int
+    layers: int
+    heads: int
+    ffn_dim: int
+    vocab_size: int
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.heads
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """Everything the trainer needs, with presets applied and cross-checked."""
+
+    preset: str
+    shape: ModelShape
+    seq_len: int
+    batch_size: int  # per data-parallel rank
+    steps: int
+    data: DataKind
+    lr: float
+    warmup_steps: int
+    world_size: int
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.world_size
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+
+def _pick(value: int | None, default: int) -> int:
+    return default if value is None else value
+
+
+def resolve_plan(cfg: TrainConfig, world_size: int) -> TrainPlan:
+    preset = PRESETS[cfg.preset]
+    shape = ModelShape(
+        dim=_pick(cfg.dim, preset.dim),
+        layers=_pick(cfg.layers, preset.layers),
+        heads=_pick(cfg.heads, preset.heads),
+        ffn_dim=_pick(cfg.ffn_dim, preset.ffn_dim),
+        vocab_size=_pick(cfg.vocab_size, preset.vocab_size),
+    )
+    data: DataKind = cfg.data or preset.data
+    plan = TrainPlan(
+        preset=cfg.preset,
+        shape=shape,
+        seq_len=_pick(cfg.seq_len, preset.seq_len),
+        batch_size=_pick(cfg.batch_size, preset.batch_size),
+        steps=_pick(cfg.steps, preset.steps),
+        data=data,
+        lr=preset.lr if cfg.lr is None else cfg.lr,
+        warmup_steps=_pick(cfg.warmup_steps, preset.warmup_steps),
+        world_size=world_size,
+    )
+    check_plan(cfg, plan)
+    return plan
+
+
+def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
+    shape = plan.shape
+    if shape.dim % shape.heads:
+        raise UserError(
+            f"train.heads={shape.heads} does not divide train.dim={shape.dim}; "
+            f"accepted: a head count that divides dim (preset {plan.preset})"
+        )
+    if plan.data == "text" and shape.vocab_size < TEXT_VOCAB:
+        raise UserError(
+            f"train.vocab_size={shape.vocab_size} is too small for data=text (byte tokens need "
+            f"{TEXT_VOCAB}); accepted: vocab_size >= {TEXT_VOCAB}, or data=random"
+        )
+    if not cfg.fsdp and plan.world_size != 1:
+        raise UserError(
+            f"train.fsdp=false trains one unsharded process but {plan.world_size} ranks were asked "
+            "for; accepted: NPROC=1 NNODES=1 with fsdp=false, or fsdp=true"
+        )
+    if cfg.hsdp and not cfg.fsdp:
+        raise UserError("train.hsdp=true needs train.fsdp=true (HSDP is a 2-D FSDP mesh)")
+    if cfg.hsdp and cfg.hsdp_shard_size is not None and plan.world_size % cfg.hsdp_shard_size:
+        raise UserError(
+            f"train.hsdp_shard_size={cfg.hsdp_shard_size} does not divide the {plan.world_size} "
+            "ranks; accepted: a divisor of NPROC x NNODES (usually NPROC, the ranks per node)"
+        )
+    if cfg.backend == "nccl" and cfg.device == "cpu":
+        raise UserError(
+            "train.backend=nccl needs CUDA tensors but train.device=cpu; accepted: backend=gloo (or auto) on CPU"
+        )
+    if cfg.checkpoint_every and cfg.checkpoint_every > plan.steps:
+        raise UserError(
+            f"train.checkpoint_every={cfg.checkpoint_every} is larger than train.steps="
+            f"{plan.steps}, so no checkpoint would be written; accepted: 0 (off) or <= steps"
+        )
+
+
+def check_launch(cfg: TrainConfig) -> None:
+    """Checks of how the trainer runs (not of the model plan other tools also read)."""
+    if cfg.mixed_precision and not cfg.fsdp:
+        raise UserError(
+            "train.mixed_precision=true needs train.fsdp=true (FSDP2's MixedPrecisionPolicy); "
+            "accepted with fsdp=false: mixed_precision=false"
+        )
