@@ -179,7 +179,7 @@ def test_timestamp_and_wallclock_agree_on_a_long_dispatch(adapter: gpu.AdapterRe
     device = gpu.open_device(gpu.select_adapter("vulkan", None, "high-performance"), ["timestamp-query"])
     cfg = EdgeConfig(peak_workgroups=16, peak_iterations=1024)
     (problem,) = kernels.build_problems(cfg, ["peak_fma"], ["float32"], adapter.limits)
-    code = kernels.wgsl_prelude("float32") + kernels.source_path(_kernels_dir(), problem.spec).read_text()
+    code = kernels.wgsl_source(_kernels_dir(), problem.spec, "float32")
     module = device.create_shader_module(code=code)
     pipeline = device.create_compute_pipeline(layout="auto", compute={"module": module, "entry_point": "main"})
     usage = wgpu.BufferUsage
@@ -525,6 +525,75 @@ def test_peak_probe_reference_counts_every_step(probe: str, chains: int) -> None
     short = (ref - lanes / 16).astype(np.float32).tobytes()
     assert kernels.compare(problem, short)[2] is False
     assert kernels.compare(problem, ref.astype(np.float32).tobytes())[2] is True
+
+
+@pytest.mark.parametrize("name", ["gemm_subgroup", "gemm_texture"])
+def test_the_subgroup_gemms_are_written_out_from_their_unroll_lines(name: str) -> None:
+    # llvmpipe does not unroll loops over constants: the 64 rows of the tile must come out as straight-line code.
+    spec = kernels.KERNELS[name]
+    source = kernels.wgsl_source(_kernels_dir(), spec, "float32")
+    assert source.startswith(kernels.wgsl_prelude("float32", spec.features, spec.texture_inputs))
+    lines = [line.strip() for line in source.splitlines()]
+    assert not [line for line in lines if line.startswith(kernels.UNROLL_MARK)]
+    assert [line for line in lines if line.startswith("var c")] == [
+        f"var c{i} = Acc(vec4<f32>(0.0), vec4<f32>(0.0));" for i in range(64)
+    ]
+    loads = [line for line in lines if line.startswith("let a")]
+    assert len(loads) == 8 and all(
+        f"let a{j} = " in loads[j] and f"row + {8 * j}u + lane" in loads[j] for j in range(8)
+    )
+    assert [line for line in lines if " = step(c" in line] == [
+        f"c{i} = step(c{i}, subgroupBroadcast(a{i // 8}, {i % 8}u), b);" for i in range(64)
+    ]
+    assert [line for line in lines if line.startswith("store(row + ") and "poison" not in line] == [
+        f"store(row + {i}u, N4, co, c{i});" for i in range(64)
+    ]
+
+
+def test_no_wgsl_kernel_keeps_an_unroll_line_and_the_peak_probes_step_every_chain_16_times() -> None:
+    for spec in kernels.KERNELS.values():
+        if spec.lang == "wgsl":
+            for dtype in spec.dtypes:
+                lines = kernels.wgsl_source(_kernels_dir(), spec, dtype).splitlines()
+                assert not [line for line in lines if line.lstrip().startswith(kernels.UNROLL_MARK)], spec.name
+    source = kernels.wgsl_source(_kernels_dir(), kernels.KERNELS["peak_fma"], "float32")
+    for chains in (3, 2, 4):  # main, two_chains, four_chains, in file order
+        source = source[source.index("for (var k = 0u") :]
+        body = source[: source.index("}")].splitlines()[1:-1]
+        assert [line.strip() for line in body] == [
+            f"x{s % chains} = fma(x{s % chains}, a, b);" for s in range(16 * chains)
+        ]
+        source = source[1:]
+
+
+def test_unroll_lines_expand_in_place_with_their_indentation_and_expressions() -> None:
+    text = "fn f() {\n    //! unroll i in 2..5: let v{i} = w[{(i - 2) * 4 + i % 2}] / {i / 2};\n}\n"
+    assert kernels.expand_unrolls(text, "k.wgsl") == (
+        "fn f() {\n    let v2 = w[0] / 1;\n    let v3 = w[5] / 1;\n    let v4 = w[8] / 2;\n}\n"
+    )
+    assert kernels.expand_unrolls("// a comment that mentions //! unroll\n", "k.wgsl").count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("line", "error"),
+    [
+        ("//! unrol i in 0..4: x{i};", r"k\.wgsl:2: bad unroll directive 'unrol i in 0\.\.4: x\{i\};'"),
+        ("//! unroll i in 0..64 x{i};", r"k\.wgsl:2: bad unroll directive"),
+        ("//! unroll i in 0..64:", r"k\.wgsl:2: bad unroll directive"),
+        ("//! unroll i in 4..4: x{i};", r"k\.wgsl:2: unroll range 4\.\.4 is empty"),
+        ("//! unroll i in 0..4: x{j};", r"k\.wgsl:2: cannot evaluate \{j\} in unroll template"),
+        ("//! unroll i in 0..4: x{i ** 2};", r"k\.wgsl:2: cannot evaluate \{i \*\* 2\}"),
+        ("//! unroll i in 0..4: x{i / 0};", r"k\.wgsl:2: cannot evaluate \{i / 0\}"),
+        (
+            "//! unroll i in 0..4: if (x{i}) { y = 1; }",
+            r"k\.wgsl:2: cannot evaluate \{ y = 1; \}.*no braces but \{expr\}",
+        ),
+        ("//! unroll i in 0..4: x{i;", r"k\.wgsl:2: unbalanced brace"),
+    ],
+)
+def test_a_bad_unroll_line_is_refused_naming_the_file_and_line(line: str, error: str) -> None:
+    with pytest.raises(UserError, match=error):
+        kernels.expand_unrolls(f"fn f() {{\n    {line}\n}}\n", "k.wgsl")
 
 
 def test_kernels_dir_override_must_exist(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

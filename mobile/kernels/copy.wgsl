@@ -1,6 +1,7 @@
 // Copy bandwidth probe: dst = src, 16 bytes (one vec4<u32>) per invocation and loop step.
 // Each invocation copies `per_invocation` quads spaced one grid apart, so every step of the grid
 // reads and writes one contiguous span. The storage type does not matter; `T` is unused here.
+// Checked bit-exact against the input.
 // Dispatch: (groups_x, groups_y, 1) with 256 invocations per workgroup.
 
 struct Params { quads: u32, stride: u32, pad0: u32, pad1: u32 }

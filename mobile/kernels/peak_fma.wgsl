@@ -3,19 +3,18 @@
 // so FLOPs = invocations * iters * 4 C * 2. Three entry points: `main` (C = 3, kernel peak_fma),
 // `two_chains` (peak_fma_2chain) and `four_chains` (peak_fma_4chain); the runner takes the fastest
 // f32 one as the adapter's peak, because which C is fastest depends on the driver's compiler and is
-// measured, not derived. On lavapipe with Mesa 22.3 (an AVX-512 CPU) 3 chains x 16 steps reached
-// 128-142 GFLOP/s against 100 for 2 chains and 82-92 for 4 (the 3-chain code keeps every chain in
-// registers); with Mesa 25.0.7 on the same CPU 2 chains reached 106 and 3 chains only 70-88, so a
-// 3-chain probe alone would under-read that driver's peak by a third. llvmpipe compiles fma() into a
-// multiply and an add (its x86 code has no FMA instruction, in this probe or in the GEMMs), so the
-// probe measures the multiply-add peak that the GEMM kernels' fma() can reach. GPUs hide FMA latency
-// with other warps, so 8 to 16 independent lanes per invocation are plenty there. The loop body is
-// unrolled 16 steps deep: with 8 steps per trip, loop overhead cost lavapipe 15 % (122 against 142).
+// measured, not derived (mobile/README.md has the figures per driver). A compiler that splits fma()
+// into a multiply and an add (llvmpipe does, here and in the GEMMs) makes this the multiply-add peak
+// that the GEMM kernels' fma() can reach. GPUs hide FMA latency with other warps, so 8 to 16
+// independent lanes per invocation are plenty there. The loop body is 16 steps of every chain per trip,
+// written out by `//! unroll` lines (kernels.wgsl_source) so that loop overhead stays small on CPU
+// adapters, which do not unroll the loop themselves.
 // `iters` is a power of two >= 16. `a` and `b` come from a uniform buffer and cannot be
 // folded. The runner passes a = 1 and b = 1 / iters (iters a power of two <= 1024) and starts lane m
 // of invocation i at ((7 i + m) mod 256) / 256: every intermediate value is a multiple of 2^-10 below
 // 2, exact in f16 and f32, so the result is exact and checks that every step really ran.
-// Output: one f32 per invocation, the sum of its 4 C final values (exact in f32).
+// Output: one f32 per invocation, the sum of its 4 C final values (exact in f32); checked bit-exact.
+// Bindings: 0 Params (iters, a, b), 1 the output (storage).
 // Dispatch: (groups_x, groups_y, 1) of 256 invocations.
 
 struct Params { iters: u32, a: f32, b: f32, pad: u32 }
@@ -54,54 +53,7 @@ fn main(ids: Ids) {
     var x2 = start(i, 2u);
     // Sixteen steps of each chain per trip, the chains interleaved.
     for (var k = 0u; k < p.iters; k += 16u) {
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
+        //! unroll s in 0..48: x{s % 3} = fma(x{s % 3}, a, b);
     }
     finish(i, vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2));
 }
@@ -115,38 +67,7 @@ fn two_chains(ids: Ids) {
     var x1 = start(i, 1u);
     // Sixteen steps of each chain per trip, the chains interleaved.
     for (var k = 0u; k < p.iters; k += 16u) {
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
+        //! unroll s in 0..32: x{s % 2} = fma(x{s % 2}, a, b);
     }
     finish(i, vec4<f32>(x0) + vec4<f32>(x1));
 }
@@ -162,70 +83,7 @@ fn four_chains(ids: Ids) {
     var x3 = start(i, 3u);
     // Sixteen steps of each chain per trip, the chains interleaved.
     for (var k = 0u; k < p.iters; k += 16u) {
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
-        x0 = fma(x0, a, b);
-        x1 = fma(x1, a, b);
-        x2 = fma(x2, a, b);
-        x3 = fma(x3, a, b);
+        //! unroll s in 0..64: x{s % 4} = fma(x{s % 4}, a, b);
     }
     finish(i, vec4<f32>(x0) + vec4<f32>(x1) + vec4<f32>(x2) + vec4<f32>(x3));
 }

@@ -3,7 +3,8 @@
 Every kernel reads a uniform `Params` at binding 0, its inputs at bindings 1..n and writes its output
 at the last binding (see mobile/kernels/*.wgsl); a kernel with `texture_inputs` reads its (matrix)
 inputs from read-only storage textures of 4-value texels instead. WGSL sources get a prelude that fixes
-the storage type (`alias T = f32;` or `enable f16; alias T = f16;`); GLSL sources are compiled by glslc, with
+the storage type (`alias T = f32;` or `enable f16; alias T = f16;`) and have their `//! unroll` lines
+expanded (see `expand_unrolls`); `wgsl_source` does both. GLSL sources are compiled by glslc, with
 -DFLEETBENCH_F16 for float16. References are computed in float64 from the very inputs the GPU saw
 (after rounding to the storage type); the error reported is the largest absolute difference and that
 difference over the largest reference magnitude (a normwise relative error).
@@ -11,7 +12,10 @@ difference over the largest reference magnitude (a normwise relative error).
 
 from __future__ import annotations
 
+import ast
 import math
+import operator
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,7 +185,7 @@ TOLERANCE = {"float32": 1e-4, "float16": 2e-3}  # normwise relative; copy and pe
 
 # Wide loads for kernels that declare `shader-int64`: 64-bit words that carry 4 (Wide4) or 8 (Wide8)
 # values of T, unpacked to f32. CPU adapters build every storage load as a loop over the SIMD lanes,
-# whose cost is per load, not per byte: lavapipe runs gemm_subgroup 10 % faster this way.
+# whose cost is per load, not per byte (mobile/README.md has what that saves on lavapipe).
 _WIDE_F32 = """alias Wide4 = vec2<u64>;
 alias Wide8 = vec4<u64>;
 fn lo32(x: u64) -> f32 { return bitcast<f32>(u32(x)); }
@@ -210,6 +214,83 @@ def wgsl_prelude(dtype: str, features: Collection[str] = (), texture_inputs: boo
     if dtype == "float16":
         return "enable f16;\nalias T = f16;\n" + textures + (_WIDE_F16 if wide else "")
     return "alias T = f32;\n" + textures + (_WIDE_F32 if wide else "")
+
+
+# Unroll directives. A WGSL line `//! unroll <name> in <start>..<stop>: <template>` stands for one copy of
+# <template> per integer value of <name> from <start> up to (not including) <stop>, each on its own line at the
+# directive's indentation. In the template, `{expr}` is replaced by the value of an integer expression over
+# <name> (integers, + - * / %, parentheses; / rounds down), so `c{i} = step(c{i}, a{i / 8}, {i % 8}u);` at i = 9
+# reads `c9 = step(c9, a1, 1u);`. Templates hold no other braces. The copies are straight-line code, not a
+# loop, on purpose: llvmpipe does not unroll loops over constants, and the GEMMs' accumulators must be
+# separate variables to stay out of scratch memory. Every other line of the file is kept byte for byte.
+UNROLL_MARK = "//!"
+_UNROLL = re.compile(r"unroll\s+([A-Za-z_]\w*)\s+in\s+(\d+)\s*\.\.\s*(\d+)\s*:\s*(\S.*?)\s*")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_UNROLL_OPS: dict[type[ast.operator], Callable[[int, int], int]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.floordiv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+
+
+def expand_unrolls(text: str, origin: str) -> str:
+    """`text` (a WGSL file's contents) with every `//! unroll` line replaced by its copies; `origin` names the
+    file in errors. A line starting with `//!` that is not a well-formed directive is a UserError naming
+    `origin` and the line number."""
+    lines = text.split("\n")
+    for index in reversed(range(len(lines))):
+        body = lines[index].lstrip()
+        if body.startswith(UNROLL_MARK):
+            indent = lines[index][: len(lines[index]) - len(body)]
+            copies = _unroll(body[len(UNROLL_MARK) :].strip(), f"{origin}:{index + 1}")
+            lines[index : index + 1] = [indent + copy for copy in copies]
+    return "\n".join(lines)
+
+
+def _unroll(directive: str, where: str) -> list[str]:
+    match = _UNROLL.fullmatch(directive)
+    if match is None:
+        raise UserError(
+            f"{where}: bad unroll directive {directive!r}; expected `{UNROLL_MARK} unroll <name> in <start>..<stop>: "
+            "<line with {expressions of name}>`"
+        )
+    name, start, stop, template = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+    if stop <= start:
+        raise UserError(f"{where}: unroll range {start}..{stop} is empty; accepted: <start> < <stop>")
+    return [_fill(template, name, value, where) for value in range(start, stop)]
+
+
+def _fill(template: str, name: str, value: int, where: str) -> str:
+    filled = _PLACEHOLDER.sub(lambda m: str(_evaluate(m.group(1), name, value, where)), template)
+    if "{" in filled or "}" in filled:
+        raise UserError(
+            f"{where}: unbalanced brace in unroll template {template!r}; templates hold no braces but {{expr}}"
+        )
+    return filled
+
+
+def _evaluate(expr: str, name: str, value: int, where: str) -> int:
+    """An integer expression over `name` (at `value`): integers, + - * / % and parentheses only."""
+
+    def walk(node: ast.expr) -> int:
+        if isinstance(node, ast.Name) and node.id == name:
+            return value
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _UNROLL_OPS:
+            return _UNROLL_OPS[type(node.op)](walk(node.left), walk(node.right))
+        raise ValueError
+
+    try:
+        return walk(ast.parse(expr.strip(), mode="eval").body)
+    except (SyntaxError, ValueError, ZeroDivisionError):
+        raise UserError(
+            f"{where}: cannot evaluate {{{expr}}} in unroll template; accepted: integers, {name}, + - * / % and "
+            "parentheses (templates hold no braces but {expr})"
+        ) from None
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
@@ -596,3 +677,13 @@ def source_path(kernels_dir: Path, spec: KernelSpec) -> Path:
     if not path.is_file():
         raise UserError(f"kernel source {path} is missing; check $FLEETBENCH_KERNELS_DIR or the checkout")
     return path
+
+
+def wgsl_source(kernels_dir: Path, spec: KernelSpec, dtype: str) -> str:
+    """The WGSL that is compiled for `spec` at storage `dtype`: the prelude (`wgsl_prelude`), then the kernel
+    file with its unroll directives expanded (`expand_unrolls`)."""
+    if spec.lang != "wgsl":
+        raise ValueError(f"{spec.name} is a {spec.lang} kernel, not WGSL")
+    path = source_path(kernels_dir, spec)
+    prelude = wgsl_prelude(dtype, spec.features, spec.texture_inputs)
+    return prelude + expand_unrolls(path.read_text(encoding="utf-8"), str(path))

@@ -214,8 +214,7 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
         if key not in cache:
             source = kernels.source_path(kdir, spec)
             if spec.lang == "wgsl":
-                prelude = kernels.wgsl_prelude(problem.dtype, spec.features, spec.texture_inputs)
-                code: str | bytes = prelude + source.read_text(encoding="utf-8")
+                code: str | bytes = kernels.wgsl_source(kdir, spec, problem.dtype)
                 origin = spec.source
             else:
                 built = spirv.build(source, problem.dtype, spirv_dir)
