@@ -18,7 +18,7 @@ mkdir -p "$OUT_DIR"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 
 for compile in false true; do
-  "$PY" -m fleetbench.train --nproc 1 --device cuda --preset "$PRESET" --steps "$STEPS" \
+  "$PY" -m fleetbench train --nproc 1 --device cuda --preset "$PRESET" --steps "$STEPS" \
     --results-dir "$RESULTS" --run-id "$PRESET-compile-$compile" \
     --set train.compile=$compile --set train.log_every="$LOG_EVERY" --set train.plot=false
 done

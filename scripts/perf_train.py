@@ -32,7 +32,8 @@ def run(results: Path, run_id: str, nproc: int, sets: list[str]) -> list[dict[st
     cmd = [
         sys.executable,
         "-m",
-        "fleetbench.train",
+        "fleetbench",
+        "train",
         "--results-dir",
         str(results),
         "--run-id",

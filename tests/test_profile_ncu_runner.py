@@ -16,10 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from testdata import get_test_data_dir
+import yaml
 import torch
 
 from fleetbench.results.store import read_records
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 REPORT = FIXTURES / "ncu-rep" / "gtx1660s_naive_gemm.ncu-rep"
@@ -32,12 +33,9 @@ PERMISSION_TEXT = (
 
 @pytest.fixture
 def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    """The real CLI entry point, in process, with the profiling commands registered."""
+    """The real CLI entry point, in process, with nothing pushed to a Pushgateway."""
     from fleetbench.cli import main as cli_main
-    from fleetbench.cli import profile_cmd
 
-    if profile_cmd not in cli_main.COMMAND_MODULES:
-        monkeypatch.setattr(cli_main, "COMMAND_MODULES", (*cli_main.COMMAND_MODULES, profile_cmd))
     monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
 
     def run(*args: str) -> int:
@@ -205,7 +203,11 @@ def test_without_a_program_ncu_profiles_the_configured_workload(
     nvtx = args.index("--nvtx")
     assert args[nvtx + 1 : nvtx + 5] == ["--nvtx-include", "fleetbench_profiled/", "--nvtx-push-pop-scope", "process"]
     program = args[nvtx + 5 :]
-    assert program == [sys.executable, "-m", "fleetbench.profile.ncu_target", "--set", "profile.workload=linear"]
+    assert program[:4] == [sys.executable, "-m", "fleetbench.profile.ncu.target", "--config"]
+    # The target reads this run's own resolved config, so it profiles exactly the configured workload.
+    target_config = Path(program[4])
+    assert target_config.parent.name == "ncu" and target_config.parent.parent.parent == tmp_path / "r"
+    assert yaml.safe_load(target_config.read_text())["profile"]["workload"] == "linear"
 
 
 def test_a_hanging_capture_is_stopped(
@@ -223,7 +225,7 @@ def test_a_hanging_capture_is_stopped(
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU")
 def test_the_ncu_target_refuses_to_run_without_a_gpu() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "fleetbench.profile.ncu_target"],
+        [sys.executable, "-m", "fleetbench.profile.ncu.target"],
         capture_output=True,
         text=True,
         timeout=120,

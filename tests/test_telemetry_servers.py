@@ -14,7 +14,7 @@ from rich.console import Console
 
 from conftest import gateway_groups, run_cli
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
-from fleetbench.probe.run import run_probe
+from fleetbench.probe.run import run as run_probe
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
 from fleetbench.services.prometheus_api import PrometheusClient

@@ -12,14 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleetbench.cli import main as cli_main
-from fleetbench.cli import train_cmd
 from fleetbench.train.parallel import usable_cpu_cores
-
-
-@pytest.fixture(autouse=True)
-def _train_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    if train_cmd not in cli_main.COMMAND_MODULES:  # until cli/main.py lists it
-        monkeypatch.setattr(cli_main, "COMMAND_MODULES", (*cli_main.COMMAND_MODULES, train_cmd))
 
 
 def fail_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], status_lines: int = 0) -> str:
@@ -126,7 +119,8 @@ def test_node_zero_waiting_for_a_missing_node_gives_up(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "fleetbench.train",
+            "fleetbench",
+            "train",
             "--results-dir",
             str(tmp_path),
             "--nproc",

@@ -1,4 +1,4 @@
-"""The trainer as users run it: `python -m fleetbench.train` (= `fleetbench train`) launching torchrun
+"""The trainer as users run it: `python -m fleetbench train` (= `fleetbench train`) launching torchrun
 with real gloo ranks on 127.0.0.1. Parity with an unsharded process, resume, kill -9 recovery, OOM."""
 
 from __future__ import annotations
@@ -49,7 +49,8 @@ def train(
     cmd = [
         sys.executable,
         "-m",
-        "fleetbench.train",
+        "fleetbench",
+        "train",
         "--results-dir",
         str(results),
         "--run-id",
@@ -233,7 +234,8 @@ def test_plain_torchrun_ranks_share_one_run(tmp_path: Path) -> None:
             "--local-addr",
             "127.0.0.1",
             "-m",
-            "fleetbench.train",
+            "fleetbench",
+            "train",
             "--results-dir",
             str(tmp_path),
             *(f"--set=train.{item}" for item in (*MODEL, "steps=2", "batch_size=2")),
@@ -257,7 +259,7 @@ def test_two_nodes_on_loopback_meet_through_c10d_rendezvous(tmp_path: Path) -> N
     probe.bind(("127.0.0.1", 0))
     port = probe.getsockname()[1]
     probe.close()
-    common = [sys.executable, "-m", "fleetbench.train", "--results-dir", str(tmp_path), "--nproc", "1",
+    common = [sys.executable, "-m", "fleetbench", "train", "--results-dir", str(tmp_path), "--nproc", "1",
               "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{port}",
               *(f"--set=train.{item}" for item in (*MODEL, "steps=2", "batch_size=2", "hsdp=true", "rdzv_timeout_s=120"))]  # fmt: skip
     node0 = subprocess.Popen([*common, "--node-rank", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -337,7 +339,8 @@ def test_kill_9_of_a_rank_costs_only_the_steps_since_the_checkpoint(straight: Pa
     cmd = [
         sys.executable,
         "-m",
-        "fleetbench.train",
+        "fleetbench",
+        "train",
         "--results-dir",
         str(tmp_path),
         "--run-id",

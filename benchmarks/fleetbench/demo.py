@@ -15,10 +15,11 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench.config.schema import FleetbenchConfig
-from fleetbench.probe.run import run_probe
-from fleetbench.profile.run import run_profile
+from fleetbench.probe import run as probe_job
+from fleetbench.profile import run as profile_job
 from fleetbench.report.build import build_report
 from fleetbench.results.record import ResultRecord
+from fleetbench.results.store import default_spool_dir
 from fleetbench.runinfo import new_run_id
 from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack
@@ -52,9 +53,9 @@ def run_edge_demo_stage(config: FleetbenchConfig, console: Console) -> ResultRec
 
 
 STAGES: list[tuple[str, Stage]] = [
-    ("probe", run_probe),
+    ("probe", probe_job.run),
     ("train", run_train_stage),
-    ("profile", run_profile),
+    ("profile", profile_job.run),
     ("edge", run_edge_demo_stage),
 ]
 
@@ -83,7 +84,7 @@ def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> P
     if len(arrived) < len(records):
         console.print(
             f"[yellow]only {len(arrived)} of {len(records)} runs reached Prometheus; "
-            f"spooled pushes wait in {config.run.results_dir / '.spool'}[/]"
+            f"spooled pushes wait in {default_spool_dir(config.run.results_dir)}[/]"
         )
     page = build_report(run_dir, stack.prometheus_url, console)
     expr = urllib.parse.quote(f'fleetbench_probe_achieved_flop_per_second{{run_id="{run_id}"}}')

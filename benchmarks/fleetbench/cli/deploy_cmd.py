@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from fleetbench.errors import UserError
+from fleetbench.results.store import DEFAULT_RESULTS_DIR
 from fleetbench.runinfo import new_run_id, validate_run_id
 
 
@@ -22,7 +23,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--skip-tags", help="e.g. fleetbench_job: re-check configuration without running jobs")
     parser.add_argument("--vault-password-file", type=Path, help="for ansible-vault encrypted group_vars")
     parser.add_argument("--run-id", help="run id (also passed as fleetbench_run_id; default: UTC time + random)")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root")
+    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
     parser.set_defaults(handler=handle)
 
 

@@ -11,6 +11,8 @@ from rich.console import Console
 
 from fleetbench.errors import UserError
 from fleetbench.images.specs import DEFAULT_NAMESPACE, IMAGES, VARIANTS
+from fleetbench.results.store import DEFAULT_RESULTS_DIR
+from fleetbench.telemetry.push import PUSHGATEWAY_ENV
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 
@@ -78,14 +80,14 @@ def _add_run_options(parser: argparse.ArgumentParser, defaults: argparse.Namespa
     parser.add_argument(
         "--results-dir",
         type=Path,
-        default=default("results_dir", Path("results")),
+        default=default("results_dir", DEFAULT_RESULTS_DIR),
         help="host folder mounted as the image's results/ (default: results)",
     )
     parser.add_argument(
         "--pushgateway",
         metavar="URL",
         default=default("pushgateway", None),
-        help="Pushgateway for the run (default: $FLEETBENCH_PUSHGATEWAY)",
+        help=f"Pushgateway for the run (default: ${PUSHGATEWAY_ENV})",
     )
     parser.add_argument(
         "--gpus", default=default("gpus", None), help="GPUs through the NVIDIA runtime: all, a count or ids (0,1)"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from rich.console import Console
@@ -12,6 +11,7 @@ from rich.table import Table
 
 from fleetbench.config.schema import validate_pushgateway_url
 from fleetbench.errors import UserError
+from fleetbench.results.store import DEFAULT_RESULTS_DIR, SPOOL_FOLDER, default_spool_dir
 from fleetbench.telemetry.catalogue import CATALOGUE
 from fleetbench.telemetry.push import PushPolicy, flush_spool
 from fleetbench.telemetry.spool import Spool
@@ -24,8 +24,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     catalogue.add_argument("--json", action="store_true", help="machine-readable output")
     catalogue.set_defaults(handler=handle_catalogue)
     flush = sub.add_parser("flush", help="push spooled metrics; remove only what the Pushgateway accepted")
-    flush.add_argument("--results-dir", type=Path, default=Path("results"), help="results root (spool in .spool)")
-    flush.add_argument("--spool-dir", type=Path, help="spool folder (default: RESULTS_DIR/.spool)")
+    flush.add_argument(
+        "--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help=f"results root (spool in {SPOOL_FOLDER})"
+    )
+    flush.add_argument("--spool-dir", type=Path, help=f"spool folder (default: RESULTS_DIR/{SPOOL_FOLDER})")
     flush.add_argument(
         "--pushgateway", metavar="URL", help="push to this gateway instead of the one each entry was meant for"
     )
@@ -56,7 +58,7 @@ def handle_catalogue(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_flush(args: argparse.Namespace, console: Console) -> int:
-    gateway = args.pushgateway or os.environ.get("FLEETBENCH_FLUSH_PUSHGATEWAY")
+    gateway = args.pushgateway
     if gateway:
         try:
             gateway = validate_pushgateway_url(gateway)
@@ -64,7 +66,7 @@ def handle_flush(args: argparse.Namespace, console: Console) -> int:
             raise UserError(f"--pushgateway {gateway!r} {exc}") from None
     if not 0 < args.timeout <= 120:
         raise UserError(f"--timeout {args.timeout} is not accepted; use seconds in (0, 120]")
-    spool_dir = args.spool_dir or args.results_dir / ".spool"
+    spool_dir = args.spool_dir or default_spool_dir(args.results_dir)
     if args.spool_dir is not None and not spool_dir.is_dir():
         raise UserError(f"spool dir {spool_dir} does not exist")
     report = flush_spool(Spool(spool_dir), PushPolicy(timeout_s=args.timeout, retries=2, backoff_s=0.5), gateway)

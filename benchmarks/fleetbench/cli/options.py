@@ -7,8 +7,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from fleetbench.config.loader import load_config
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.results.record import ResultRecord
+from fleetbench.results.store import DEFAULT_RESULTS_DIR, RECORDS_FILE
+from fleetbench.telemetry.push import PUSHGATEWAY_ENV
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -25,10 +30,25 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="override one config key, e.g. --set probe.matmul_sizes=[256,512] (repeatable)",
     )
     group.add_argument("--run-id", help="name of the run folder and the run_id label (default: UTC time + random)")
-    group.add_argument("--results-dir", type=Path, help="results root (default: results)")
+    add_results_dir(group)
     group.add_argument(
-        "--pushgateway", metavar="URL", help="Pushgateway to push to (default: $FLEETBENCH_PUSHGATEWAY; unset: no push)"
+        "--pushgateway", metavar="URL", help=f"Pushgateway to push to (default: ${PUSHGATEWAY_ENV}; unset: no push)"
     )
+
+
+def add_results_dir(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """--results-dir, as every command that reads or writes runs takes it (unset: the config's, else results)."""
+    parser.add_argument("--results-dir", type=Path, help=f"results root (default: {DEFAULT_RESULTS_DIR})")
+
+
+def results_dir(args: argparse.Namespace) -> Path:
+    """The results root of a command that takes no config: --results-dir, else the default."""
+    return Path(args.results_dir) if args.results_dir is not None else DEFAULT_RESULTS_DIR
+
+
+def print_record_path(console: Console, config: FleetbenchConfig, record: ResultRecord) -> None:
+    """The line every job ends with: where its result record is."""
+    console.print(f"result record: {config.run.results_dir / record.run_id / RECORDS_FILE}", markup=False)
 
 
 def config_from_args(
@@ -38,8 +58,8 @@ def config_from_args(
         "run.run_id": (args.run_id, "--run-id"),
         "run.results_dir": (str(args.results_dir) if args.results_dir else None, "--results-dir"),
         "telemetry.pushgateway": (
-            args.pushgateway or os.environ.get("FLEETBENCH_PUSHGATEWAY") or None,
-            "--pushgateway" if args.pushgateway else "FLEETBENCH_PUSHGATEWAY",
+            args.pushgateway or os.environ.get(PUSHGATEWAY_ENV) or None,
+            "--pushgateway" if args.pushgateway else PUSHGATEWAY_ENV,
         ),
         **(extra_flags or {}),
     }

@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -18,8 +18,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     config = config_from_args(args, {"probe.device": (args.device, "--device")})
-    from fleetbench.probe.run import run_probe  # torch loads only when a probe really runs
+    from fleetbench.probe import run as probe_job  # torch loads only when a probe really runs
 
-    record = run_probe(config, console)
-    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    record = probe_job.run(config, console)
+    print_record_path(console, config, record)
     return 0

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 from fleetbench.config.loader import load_config
+from fleetbench.errors import UserError
 
 
 def _program(values: list[str]) -> list[str]:
@@ -45,7 +46,7 @@ def register(commands: argparse._SubParsersAction) -> None:
         "program",
         nargs=argparse.REMAINDER,
         metavar="-- PROGRAM",
-        help="program to profile (default: the profile workload, via fleetbench.profile.ncu_target)",
+        help="program to profile (default: the profile workload, via fleetbench.profile.ncu.target)",
     )
     run.set_defaults(handler=handle_ncu_run)
     summarize = sub.add_parser("summarize", help="per-kernel speed-of-light, FLOPs, DRAM bytes, class and fix")
@@ -68,7 +69,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle_profile(args: argparse.Namespace, console: Console) -> int:
-    from fleetbench.profile.run import run_profile  # torch loads only when a handler runs
+    from fleetbench.profile import run as profile_job  # torch loads only when a handler runs
 
     program_args = _program(args.program_args)
     config = config_from_args(
@@ -81,19 +82,12 @@ def handle_profile(args: argparse.Namespace, console: Console) -> int:
             "profile.args": (program_args or None, "-- ARGS"),
         },
     )
-    run_profile(config, console)  # ends with the table of top ops, their class and fix
+    profile_job.run(config, console)  # ends with the table of top ops, their class and fix
     return 0
 
 
-def _config_args(args: argparse.Namespace) -> list[str]:
-    forwarded = ["--config", str(args.config)] if args.config else []
-    for override in args.overrides:
-        forwarded += ["--set", override]
-    return forwarded
-
-
 def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
-    from fleetbench.profile.run import run_ncu_capture  # torch loads only when a handler runs
+    from fleetbench.profile.ncu import run as ncu_job  # torch loads only when a handler runs
 
     config = config_from_args(
         args,
@@ -103,26 +97,31 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
             "profile.ncu.launch_count": (args.launch_count, "--launch-count"),
             "profile.ncu.clock_control": (args.clock_control, "--clock-control"),
             "profile.ncu.nvtx_include": (args.nvtx_include, "--nvtx-include"),
+            "profile.ncu.report": (str(args.report) if args.report else None, "--report"),
+            "profile.ncu.program": (_program(args.program) or None, "-- PROGRAM"),
         },
     )
-    record = run_ncu_capture(config, console, _program(args.program), args.report, _config_args(args))
-    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    record = ncu_job.run(config, console)
+    print_record_path(console, config, record)
     return 0
 
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
-    from fleetbench.profile.run import ncu_summary_dict, record_ncu_summary, summarize_ncu
-    from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table  # torch loads only when a handler runs
+    # torch loads only when a handler runs
+    from fleetbench.profile.classify import thresholds_of
+    from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table
+    from fleetbench.profile.ncu import run as ncu_job
+    from fleetbench.profile.ncu.summary import overview, summarize_path
 
     if args.record:
         config = config_from_args(args)
-        record = record_ncu_summary(config, console, args.report)
-        console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+        record = ncu_job.record_report(config, console, args.report)
+        print_record_path(console, config, record)
         return 0
     config = load_config(args.config, args.overrides)  # thresholds; nothing is written
-    summary = summarize_ncu(args.report, config.profile)
+    summary = summarize_path(args.report, thresholds_of(config.profile))
     if args.json:
-        print(json.dumps({**summary.to_dict(), "overview": ncu_summary_dict(summary, config.profile.top)}, indent=1))
+        print(json.dumps({**summary.to_dict(), "overview": overview(summary, config.profile.top)}, indent=1))
         return 0
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))
@@ -133,15 +132,19 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_roofline(args: argparse.Namespace, console: Console) -> int:
-    from fleetbench.profile.run import run_roofline  # torch loads only when a handler runs
+    from fleetbench.profile.roofline import run as roofline_job  # torch loads only when a handler runs
 
+    if args.ncu is not None and args.ops is not None:
+        raise UserError("give --ncu REPORT or --ops RUN_FOLDER, not both")
     config = config_from_args(
         args,
         {
             "profile.device": (args.device, "--device"),
             "profile.remeasure_peaks": (True if args.remeasure else None, "--remeasure"),
+            "profile.roofline_ncu": (str(args.ncu) if args.ncu else None, "--ncu"),
+            "profile.roofline_ops": (str(args.ops) if args.ops else None, "--ops"),
         },
     )
-    record = run_roofline(config, console, args.ncu, args.ops)
-    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    record = roofline_job.run(config, console)
+    print_record_path(console, config, record)
     return 0

@@ -9,14 +9,14 @@ from pathlib import Path
 from rich.console import Console
 
 from fleetbench.errors import UserError
-from fleetbench.results.store import find_run, list_runs
+from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs
 from fleetbench.services.stack import default_stack
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("report", help="render a run's dashboards to PNG and one HTML page")
     parser.add_argument("run_id", nargs="?", help="run to report (default: the newest in --results-dir)")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root")
+    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
     parser.add_argument(
         "--prometheus",
         metavar="URL",

@@ -9,12 +9,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.results.store import find_run, list_runs, read_records
+from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs, read_records
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("results", help="list runs and show their result records")
-    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="results root")
+    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
     sub = parser.add_subparsers(dest="results_command", required=True, metavar="{list,show}")
     sub.add_parser("list", help="runs, newest first").set_defaults(handler=handle_list)
     show = sub.add_parser("show", help="one run's records")

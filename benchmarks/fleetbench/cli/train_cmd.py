@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args
-from fleetbench.cli.parser import OneLineParser
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
 
@@ -51,8 +50,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    from fleetbench.train.launch import launch, write_worker_error
-    from fleetbench.train.loop import Terminated, run_worker
+    from fleetbench.train import run as train_job
     from fleetbench.train.parallel import DistEnv
 
     flags = {
@@ -67,17 +65,28 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         "train.max_restarts": (args.max_restarts, "--max-restarts"),
     }
     config = config_from_args(args, flags)
-    if not DistEnv.from_environ().launched:
-        record = launch(config, console)
-        if record is not None:
-            console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}", markup=False)
-        else:
-            console.print("training finished; rank 0 ran on another node and wrote the run's records there")
-        return 0
-    try:  # one rank under torchrun
-        run_worker(config, console)
+    if DistEnv.from_environ().launched:
+        return handle_rank(config, console)
+    record = train_job.run(config, console)
+    print_record_path(console, config, record)
+    if record.rank != 0:
+        console.print(f"rank 0 ran on another node; this is rank {record.rank}'s record", markup=False)
+    return 0
+
+
+def handle_rank(config: FleetbenchConfig, console: Console) -> int:
+    """One rank under torchrun: its one-line error goes where the launcher reads it, and is printed
+    here only when torchrun was started by hand (the launcher prints it once for every rank)."""
+    from fleetbench.train import run as train_job
+    from fleetbench.train.launch import ERROR_DIR_ENV, write_worker_error
+    from fleetbench.train.loop import Terminated
+
+    try:
+        train_job.run(config, console)
     except UserError as exc:
         write_worker_error(exc, exc.exit_code)
+        if os.environ.get(ERROR_DIR_ENV):
+            return exc.exit_code
         raise
     except Terminated:
         return 143
@@ -109,23 +118,3 @@ PEER_FAILURE_MARKERS = (
 
 def peer_failed(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in PEER_FAILURE_MARKERS)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m fleetbench.train ...`: the same command without the rest of the CLI (what torchrun runs)."""
-    from fleetbench.train.launch import ERROR_DIR_ENV
-
-    console = Console(stderr=True)
-    parser = OneLineParser(
-        prog="fleetbench train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    add_arguments(parser)
-    try:
-        return handle(parser.parse_args(argv), console)
-    except UserError as exc:
-        if not os.environ.get(ERROR_DIR_ENV):  # under our launcher, the launcher prints the line once
-            print(f"fleetbench: error: {exc}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("fleetbench: interrupted", file=sys.stderr)
-        return 130

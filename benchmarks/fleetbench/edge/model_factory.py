@@ -33,8 +33,9 @@ def tiny(seed: int = 0, batch: int = 1) -> tuple[torch.nn.Module, tuple[torch.Te
     """The trainer's `tiny` preset (fleetbench.train): byte-level decoder, weights from `seed`, eval mode."""
     import torch
 
-    from fleetbench.train.config import PRESETS, ModelShape
+    from fleetbench.config.train import PRESETS
     from fleetbench.train.decoder import Decoder, init_weights
+    from fleetbench.train.plan import ModelShape
 
     preset = PRESETS["tiny"]
     shape = ModelShape(preset.dim, preset.layers, preset.heads, preset.ffn_dim, preset.vocab_size)

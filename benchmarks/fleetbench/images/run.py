@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from fleetbench.errors import UserError
-from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, get_spec
 from fleetbench.images.engine import connect
+from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, get_spec
+from fleetbench.results.store import DEFAULT_RESULTS_DIR
+from fleetbench.telemetry.push import PUSHGATEWAY_ENV
 
 if TYPE_CHECKING:
     import docker
@@ -105,7 +107,7 @@ def plan_run(
     namespace: str = DEFAULT_NAMESPACE,
     variant: str | None = None,
     tag: str | None = None,
-    results_dir: Path = Path("results"),
+    results_dir: Path = DEFAULT_RESULTS_DIR,
     pushgateway: str | None = None,
     gpus: str | None = None,
     devices: list[str] | None = None,
@@ -124,9 +126,9 @@ def plan_run(
     except OSError as exc:
         raise UserError(f"--results-dir {results_dir} cannot be created: {exc.strerror}") from None
     environment = {"HOME": "/tmp", **(env or {})}
-    gateway = pushgateway or os.environ.get("FLEETBENCH_PUSHGATEWAY")
+    gateway = pushgateway or os.environ.get(PUSHGATEWAY_ENV)
     if gateway:
-        environment["FLEETBENCH_PUSHGATEWAY"] = gateway
+        environment[PUSHGATEWAY_ENV] = gateway
     if os.environ.get("FLEETBENCH_HOST") and "FLEETBENCH_HOST" not in environment:
         environment["FLEETBENCH_HOST"] = os.environ["FLEETBENCH_HOST"]
     if user is None:

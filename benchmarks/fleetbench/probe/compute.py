@@ -26,6 +26,7 @@ class ProbeResult:
     operations: int  # how many times the op ran while being timed
     flops: int  # per operation
     bytes_moved: int  # per operation
+    samples_s: tuple[float, ...] = ()  # seconds per operation, one per timed block
 
     @property
     def flop_per_second(self) -> float:
@@ -46,15 +47,22 @@ def count_flops(fn: Callable[[], object]) -> int:
     return int(counter.get_total_flops())
 
 
-def _time(
-    fn: Callable[[], object], device: DeviceInfo, min_run_time_s: float, threads: int
-) -> tuple[float, float, int]:
-    fn()  # warm-up: first call pays for allocation, library loading and kernel selection
+@dataclass(frozen=True)
+class OpTiming:
+    median_s: float
+    iqr_s: float
+    operations: int
+    samples_s: tuple[float, ...]  # seconds per operation of each timed block
+
+
+def time_op(fn: Callable[[], object], device: DeviceInfo, min_run_time_s: float, threads: int) -> OpTiming:
+    """Time `fn` with torch.utils.benchmark after one warm-up call (allocation, library loading)."""
+    fn()
     device.synchronize()
     timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads)
     measurement = timer.blocked_autorange(min_run_time=min_run_time_s)
     operations = len(measurement.raw_times) * measurement.number_per_run
-    return measurement.median, measurement.iqr, operations
+    return OpTiming(measurement.median, measurement.iqr, operations, tuple(measurement.times))
 
 
 def matmul_probe(n: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
@@ -67,9 +75,19 @@ def matmul_probe(n: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s:
         return torch.matmul(a, b, out=out)
 
     flops = count_flops(op)
-    median, iqr, operations = _time(op, device, min_run_time_s, threads)
+    timed = time_op(op, device, min_run_time_s, threads)
     moved = 3 * n * n * a.element_size()  # read A and B, write C: the minimum traffic
-    return ProbeResult("matmul", str(dtype).removeprefix("torch."), str(n), median, iqr, operations, flops, moved)
+    return ProbeResult(
+        "matmul",
+        dtype_name(dtype),
+        str(n),
+        timed.median_s,
+        timed.iqr_s,
+        timed.operations,
+        flops,
+        moved,
+        timed.samples_s,
+    )
 
 
 def copy_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
@@ -81,6 +99,13 @@ def copy_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s:
     def op() -> object:
         return dst.copy_(src)
 
-    median, iqr, operations = _time(op, device, min_run_time_s, threads)
+    timed = time_op(op, device, min_run_time_s, threads)
     moved = 2 * numel * element_size  # read src, write dst
-    return ProbeResult("copy", str(dtype).removeprefix("torch."), f"{mib}MiB", median, iqr, operations, 0, moved)
+    return ProbeResult(
+        "copy", dtype_name(dtype), f"{mib}MiB", timed.median_s, timed.iqr_s, timed.operations, 0, moved, timed.samples_s
+    )
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """`torch.float32` -> `float32`, the label value."""
+    return str(dtype).removeprefix("torch.")

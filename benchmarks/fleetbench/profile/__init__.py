@@ -1,16 +1,19 @@
 """The profiling job: macro traces (torch.profiler), micro analysis (Nsight Compute), roofline.
 
-One module per job:
+Jobs (each `run(config, console) -> ResultRecord`):
+  run            `fleetbench profile`: capture, trace summary, peaks, analytical roofline (steps A, C)
+  ncu/run        `fleetbench ncu run`: capture under Nsight Compute, then its summary (step B)
+  roofline/run   `fleetbench roofline`: from an ncu report, from a profile run's ops, or peaks only
+Modules they share:
   names          kernel-name shortening for labels and chart text (stable, documented rule)
   classify       memory-bound / compute-bound / balanced / latency-bound, with the main fix
   trace_summary  HTA-style temporal breakdown, top kernels/ops, launch gaps from a Chrome trace
   workloads      what is profiled: the trainer hook, the Linear probe, a script, a module
   capture        torch.profiler capture of a workload into the run folder (step A)
-  ncu_runner     wraps the `ncu` binary and explains its usual failures (step B)
-  ncu_readers    .ncu-rep (NVIDIA's ncu_report) and ncu CSV (details/raw pages) into metric values
-  ncu_summary    per-kernel speed-of-light, FLOPs, DRAM bytes, intensity, class, from metric values
+  ncu/           the ncu binary, its report readers and the per-kernel summary
   peaks          datasheet peak tables and measured local peaks, cached per device
-  roofline       roofline points (ncu or analytical), ridge classification and the log-log PNG
-  tables         rich tables shown by the commands
-  run            the commands' orchestration: telemetry, result records, artifacts
+  roofline/      roofline points (ncu or analytical), ridge classification and the log-log PNG
+  export         the metrics and headline figures every profiling run records
+  display        the rich tables the commands print
+Folders: results/<run_id>/profile/, .../ncu/, .../roofline/.
 """

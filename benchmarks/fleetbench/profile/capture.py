@@ -31,7 +31,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.profile.names import label
-from fleetbench.profile.roofline import OpStat
+from fleetbench.profile.roofline.analysis import OpStat
 from fleetbench.profile.workloads import Workload
 
 # Element sizes of the dtype strings torch.profiler records for op inputs.

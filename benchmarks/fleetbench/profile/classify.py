@@ -17,7 +17,17 @@ Thresholds are configurable (`profile.thresholds.*`); the class names are fixed 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
+
+from pydantic import BaseModel
+
+
+class ThresholdSettings(Protocol):
+    """Anything with a `thresholds` model, as the profile config section has."""
+
+    @property
+    def thresholds(self) -> BaseModel: ...
+
 
 CLASSES: Final = ("memory_bound", "compute_bound", "balanced", "latency_bound", "unknown")
 
@@ -88,3 +98,8 @@ def classify(
         leader = compute_name if compute >= memory else memory_name
         both += f" ({leader} leads)"
     return Classification(cls, both, FIXES[cls])
+
+
+def thresholds_of(settings: ThresholdSettings) -> Thresholds:
+    """The class boundaries a profile config section sets (`profile.thresholds.*`)."""
+    return Thresholds(**settings.thresholds.model_dump())

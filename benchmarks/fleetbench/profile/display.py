@@ -4,13 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
+from fleetbench.profile.capture import CaptureResult
 from fleetbench.profile.classify import FIXES_SHORT
-from fleetbench.profile.ncu_summary import NcuSummary
+from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.peaks import Peaks
-from fleetbench.profile.roofline import Roofline
+from fleetbench.profile.roofline.analysis import Roofline
 from fleetbench.profile.trace_summary import TraceSummary
 
 ABSENT = "absent"
@@ -197,3 +201,61 @@ def roofline_table(roofline: Roofline, top: int) -> Table:
             p.cls,
         )
     return table
+
+
+def show_profile(
+    console: Console,
+    summary: TraceSummary,
+    result: CaptureResult,
+    peaks: Peaks,
+    roofline: Roofline,
+    rows: list[dict[str, Any]],
+    top: int,
+    device: str,
+    run_dir: Path,
+) -> None:
+    """What `fleetbench profile` prints: the trace breakdown, peaks, roofline, where the files are,
+    and last what limits the top ops and the fix for each (the answer a reader came for)."""
+    for table in trace_tables(summary):
+        console.print(table)
+    for line in trace_lines(summary) + result.notes + roofline.notes:
+        console.print(line)
+    console.print(peaks_table([peaks]))
+    if roofline.points:
+        console.print(roofline_table(roofline, top))
+    console.print(
+        f"trace (ui.perfetto.dev): {result.files['trace']}\nroofline: {result.files['roofline_png']}\n"
+        f"key_averages: {result.files['key_averages']}\nresult record: {run_dir / 'records.jsonl'}",
+        soft_wrap=True,
+    )
+    if not rows:
+        console.print("no torch ops were recorded: nothing to classify")
+        return
+    console.print(
+        fixes_table(
+            f"top ops on {device}: class and main fix",
+            [
+                FixRow(r["short"], r["self_time_s"], r["compute_ratio"], r["memory_ratio"], r["class"], r["fix_short"])
+                for r in rows
+            ],
+        )
+    )
+
+
+def show_ncu(console: Console, summary: NcuSummary, roofline: Roofline, top: int, files: Iterable[Path]) -> None:
+    """The kernels of an Nsight Compute report, their class and fix, and where the outputs went."""
+    console.print(ncu_table(summary))
+    console.print(fixes_table("kernels: class and main fix", ncu_fix_rows(summary, top)))
+    for note in roofline.notes:
+        console.print(note)
+    console.print("\n".join(str(path) for path in files), soft_wrap=True)
+
+
+def show_roofline(console: Console, shown: list[Peaks], roofline: Roofline, top: int, png: Path) -> None:
+    """The roofs, the points under them and the chart's path."""
+    console.print(peaks_table(shown))
+    if roofline.points:
+        console.print(roofline_table(roofline, top))
+    for note in roofline.notes:
+        console.print(note)
+    console.print(f"roofline: {png}", soft_wrap=True)

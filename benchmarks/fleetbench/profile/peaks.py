@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from rich.console import Console
 
+from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
-from fleetbench.probe.compute import ProbeResult, _time, copy_probe, matmul_probe
+from fleetbench.probe.compute import ProbeResult, copy_probe, dtype_name, matmul_probe, time_op
 from fleetbench.runinfo import utc_now
 
 
@@ -143,16 +145,17 @@ def triad_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s
     def op() -> object:
         return torch.add(b, c, alpha=3.0, out=a)
 
-    median, iqr, operations = _time(op, device, min_run_time_s, threads)
+    timed = time_op(op, device, min_run_time_s, threads)
     return ProbeResult(
         "triad",
-        str(dtype).removeprefix("torch."),
+        dtype_name(dtype),
         f"{mib}MiB",
-        median,
-        iqr,
-        operations,
+        timed.median_s,
+        timed.iqr_s,
+        timed.operations,
         2 * numel,
         3 * numel * element_size,
+        timed.samples_s,
     )
 
 
@@ -264,3 +267,16 @@ def measured_peaks(
 
 def peaks_dict(peaks: Peaks) -> dict[str, Any]:
     return asdict(peaks)
+
+
+def local_peaks(cfg: ProfileConfig, device: DeviceInfo, workload_dtype: str | None, console: Console) -> Peaks:
+    """This device's measured peaks, cached per device, with a status line while they are measured."""
+    request = default_request(device, cfg.peak_matmul_size, cfg.peak_copy_mib, cfg.peak_min_run_time_s, workload_dtype)
+    with console.status(f"[bold]peaks[/] of {device.name} (cached per device)"):
+        return measured_peaks(
+            device,
+            request,
+            cfg.peaks_cache_dir or default_cache_dir(),
+            cfg.remeasure_peaks,
+            warn=lambda text: console.print(f"[yellow]{text}[/]"),
+        )

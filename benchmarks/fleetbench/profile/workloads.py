@@ -85,10 +85,11 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     """The trainer's model and step on one device (no process group, no FSDP)."""
     import torch.nn.functional as F
 
-    from fleetbench.train.config import TrainConfig, resolve_plan
+    from fleetbench.config.train import TrainConfig
     from fleetbench.train.data import TokenBatches
     from fleetbench.train.decoder import Decoder
     from fleetbench.train.parallel import build_optimizer
+    from fleetbench.train.plan import resolve_plan
 
     cfg = config.profile
     base = getattr(config, "train", None)

@@ -6,7 +6,10 @@ Schema (version 1), documented in README.md:
   status          "ok" | "failed"; error holds the one-line reason when failed
   config          the validated configuration of the benchmark (its own section)
   metrics         every sample the run exported: {name, labels (without the common ones), value}
-  summary         benchmark-specific headline figures (free-form, JSON values)
+  headline        the figures a person and `compare` look at first: {metric, labels, value,
+                  samples}; each metric is one of the benchmark's HEADLINES in the catalogue,
+                  which gives its unit and better direction (absent in older records: empty)
+  summary         benchmark-specific details (free-form, JSON values)
   artifacts       files the run wrote, relative to the run folder
   start, end      ISO 8601 UTC; duration_s
   git_revision    commit of the code that ran (+dirty when modified)
@@ -20,12 +23,41 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fleetbench.telemetry.catalogue import Better, MetricSpec, spec
+
 
 class MetricSample(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
     value: float
+
+
+class HeadlineFigure(BaseModel):
+    """One headline figure: a catalogue metric, the labels that say which (kernel, size, ...), its value,
+    and the samples the value summarises (step times, tries' medians) for tests of significance."""
+
+    model_config = ConfigDict(extra="forbid")
+    metric: str
+    labels: dict[str, str] = Field(default_factory=dict)
+    value: float
+    samples: list[float] = Field(default_factory=list)
+
+    @property
+    def spec(self) -> MetricSpec:
+        return spec(self.metric)
+
+    @property
+    def unit(self) -> str:
+        return self.spec.unit
+
+    @property
+    def better(self) -> Better | None:
+        return self.spec.better
+
+    def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """What makes two figures comparable: the metric and its labels."""
+        return self.metric, tuple(sorted(self.labels.items()))
 
 
 class ResultRecord(BaseModel):
@@ -42,6 +74,7 @@ class ResultRecord(BaseModel):
     error: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)
     metrics: list[MetricSample] = Field(default_factory=list)
+    headline: list[HeadlineFigure] = Field(default_factory=list)
     summary: dict[str, Any] = Field(default_factory=dict)
     artifacts: list[str] = Field(default_factory=list)
     start: datetime

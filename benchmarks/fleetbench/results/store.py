@@ -13,6 +13,14 @@ from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import validate_run_id
 
 RECORDS_FILE = "records.jsonl"
+# Where runs go when neither --results-dir nor run.results_dir says otherwise.
+DEFAULT_RESULTS_DIR = Path("results")
+SPOOL_FOLDER = ".spool"
+
+
+def default_spool_dir(results_root: Path) -> Path:
+    """Where pushes the Pushgateway did not take wait for `fleetbench metrics flush`."""
+    return results_root / SPOOL_FOLDER
 
 
 def prepare_run_dir(results_root: Path, run_id: str) -> Path:

@@ -19,6 +19,9 @@ COMMON_LABELS: tuple[str, ...] = ("benchmark", "run_id", "host", "device", "back
 
 MetricKind = Literal["gauge", "counter", "histogram", "summary"]
 
+# Which way a figure improves; None for figures that describe rather than rank (a time share).
+Better = Literal["higher", "lower"]
+
 # Unit -> the name suffix it requires and the Grafana unit a panel uses for it.
 UNITS: dict[str, tuple[str, str]] = {
     "seconds": ("_seconds", "s"),
@@ -42,6 +45,7 @@ class MetricSpec:
     help: str
     labels: tuple[str, ...] = ()
     buckets: tuple[float, ...] | None = None
+    better: Better | None = None
 
     @property
     def label_names(self) -> tuple[str, ...]:
@@ -63,9 +67,15 @@ class MetricSpec:
 
 
 def _spec(
-    name: str, kind: MetricKind, unit: str, help: str, *labels: str, buckets: tuple[float, ...] | None = None
+    name: str,
+    kind: MetricKind,
+    unit: str,
+    help: str,
+    *labels: str,
+    buckets: tuple[float, ...] | None = None,
+    better: Better | None = None,
 ) -> MetricSpec:
-    return MetricSpec(name=name, kind=kind, unit=unit, help=help, labels=labels, buckets=buckets)
+    return MetricSpec(name=name, kind=kind, unit=unit, help=help, labels=labels, buckets=buckets, better=better)
 
 
 # One entry per metric, laid out as a table; the formatter would scatter it.
@@ -88,21 +98,21 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Unix time of the end of the last successful run of this benchmark on this host/rank"),
         # --- memory of the process and of the device allocator ---------------------------------
         _spec("fleetbench_process_peak_rss_bytes", "gauge", "bytes",
-              "Peak resident set size of the benchmark process (getrusage ru_maxrss)"),
+              "Peak resident set size of the benchmark process (getrusage ru_maxrss)", better="lower"),
         _spec("fleetbench_memory_peak_allocated_bytes", "gauge", "bytes",
-              "Peak bytes held by tensors in the device allocator (torch.cuda.max_memory_allocated)"),
+              "Peak bytes held by tensors in the device allocator (torch.cuda.max_memory_allocated)", better="lower"),
         _spec("fleetbench_memory_peak_reserved_bytes", "gauge", "bytes",
               "Peak bytes reserved by the device caching allocator (torch.cuda.max_memory_reserved)"),
         # --- the matmul / copy probe -----------------------------------------------------------
         _spec("fleetbench_probe_op_seconds", "gauge", "seconds",
-              "Median time of one probe operation (torch.utils.benchmark)", "probe", "dtype", "size"),
+              "Median time of one probe operation (torch.utils.benchmark)", "probe", "dtype", "size", better="lower"),
         _spec("fleetbench_probe_op_spread_ratio", "gauge", "ratio",
               "Interquartile range of the probe's timings divided by their median", "probe", "dtype", "size"),
         _spec("fleetbench_probe_achieved_flop_per_second", "gauge", "flop_per_second",
               "Achieved floating-point operations per second (FLOPs from torch.utils.flop_counter)",
-              "probe", "dtype", "size"),
+              "probe", "dtype", "size", better="higher"),
         _spec("fleetbench_probe_achieved_bytes_per_second", "gauge", "bytes_per_second",
-              "Achieved memory traffic per second (bytes read plus bytes written)", "probe", "dtype", "size"),
+              "Achieved memory traffic per second (bytes read plus bytes written)", "probe", "dtype", "size", better="higher"),
         _spec("fleetbench_probe_operations_total", "counter", "count",
               "Probe operations timed", "probe", "dtype", "size"),
         # --- profiling ---
@@ -116,11 +126,11 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Share of the device span in compute, communication, memory copies or idle (HTA definitions)",
               "gpu", "category"),
         _spec("fleetbench_profile_trace_span_seconds", "gauge", "seconds",
-              "Span of device activity in the profiled trace, first kernel start to last kernel end", "gpu"),
+              "Span of device activity in the profiled trace, first kernel start to last kernel end", "gpu", better="lower"),
         _spec("fleetbench_profile_host_wait_seconds", "gauge", "seconds",
-              "Device idle time while the host had not launched the next kernel yet (HTA host wait)", "gpu"),
+              "Device idle time while the host had not launched the next kernel yet (HTA host wait)", "gpu", better="lower"),
         _spec("fleetbench_profile_op_seconds", "gauge", "seconds",
-              "Self time of one operator over the profiled steps (device time on GPU, CPU time on CPU)", "op"),
+              "Self time of one operator over the profiled steps (device time on GPU, CPU time on CPU)", "op", better="lower"),
         _spec("fleetbench_profile_op_achieved_flop_per_second", "gauge", "flop_per_second",
               "Achieved FLOP/s of one operator (FLOPs counted by torch.profiler with_flops)", "op"),
         _spec("fleetbench_profile_op_arithmetic_intensity_flop_per_byte", "gauge", "count",
@@ -133,19 +143,19 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Constant 1; the class label says what limits the operator", "op", "class"),
         _spec("fleetbench_profile_peak_flop_per_second", "gauge", "flop_per_second",
               "Peak FLOP/s under the roofline: measured by the matmul probe, or from the datasheet",
-              "dtype", "source"),
+              "dtype", "source", better="higher"),
         _spec("fleetbench_profile_peak_bytes_per_second", "gauge", "bytes_per_second",
-              "Peak memory bandwidth under the roofline: measured copy/triad, or from the datasheet", "source"),
+              "Peak memory bandwidth under the roofline: measured copy/triad, or from the datasheet", "source", better="higher"),
         _spec("fleetbench_kernel_duration_seconds", "gauge", "seconds",
-              "GPU time of one kernel summed over its profiled launches (gpu__time_duration.sum)", "kernel"),
+              "GPU time of one kernel summed over its profiled launches (gpu__time_duration.sum)", "kernel", better="lower"),
         _spec("fleetbench_kernel_launches_total", "counter", "count",
               "Profiled launches of one kernel", "kernel"),
         _spec("fleetbench_kernel_compute_sol_ratio", "gauge", "ratio",
               "Compute speed-of-light of one kernel (sm__throughput.avg.pct_of_peak_sustained_elapsed)",
-              "kernel"),
+              "kernel", better="higher"),
         _spec("fleetbench_kernel_memory_sol_ratio", "gauge", "ratio",
               "Memory speed-of-light of one kernel "
-              "(gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed)", "kernel"),
+              "(gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed)", "kernel", better="higher"),
         _spec("fleetbench_kernel_dram_sol_ratio", "gauge", "ratio",
               "DRAM throughput of one kernel (gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed)", "kernel"),
         _spec("fleetbench_kernel_achieved_flop_per_second", "gauge", "flop_per_second",
@@ -171,13 +181,13 @@ CATALOGUE: dict[str, MetricSpec] = {
               buckets=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0)),
         _spec("fleetbench_edge_kernel_latency_percentile_seconds", "gauge", "seconds",
               "Percentile of the kernel's dispatch latency over all tries", "kernel", "dtype", "size", "timing",
-              "percentile"),
+              "percentile", better="lower"),
         _spec("fleetbench_edge_kernel_achieved_flop_per_second", "gauge", "flop_per_second",
               "Achieved FLOP/s of the kernel at its median latency (FMA counted as two)",
-              "kernel", "dtype", "size", "timing"),
+              "kernel", "dtype", "size", "timing", better="higher"),
         _spec("fleetbench_edge_kernel_achieved_bytes_per_second", "gauge", "bytes_per_second",
               "Achieved memory traffic of the kernel at its median latency (bytes read plus bytes written once)",
-              "kernel", "dtype", "size", "timing"),
+              "kernel", "dtype", "size", "timing", better="higher"),
         _spec("fleetbench_edge_kernel_variation_ratio", "gauge", "ratio",
               "Run-to-run variation: coefficient of variation of the tries' median latencies",
               "kernel", "dtype", "size", "timing"),
@@ -198,7 +208,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_edge_gemm_peak_ratio", "gauge", "ratio",
               "GEMM FLOP/s over the float32 FMA peak FLOP/s measured on the same adapter in the same run "
               "(every GEMM multiplies and accumulates in f32, whatever its storage dtype)",
-              "kernel", "dtype", "size"),
+              "kernel", "dtype", "size", better="higher"),
         _spec("fleetbench_edge_adapter_info", "gauge", "info",
               "Constant 1; labels describe the adapter the edge kernels ran on",
               "vendor", "adapter_type", "driver", "shader_f16", "timestamp_query", "subgroups",
@@ -213,9 +223,9 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Mean latency of the model's timed forward passes", "runtime", "model"),
         _spec("fleetbench_edge_model_latency_trimmed_mean_seconds", "gauge", "seconds",
               "Trimmed mean latency of the model's forward passes (edge.trim_ratio dropped at each end)",
-              "runtime", "model"),
+              "runtime", "model", better="lower"),
         _spec("fleetbench_edge_model_latency_percentile_seconds", "gauge", "seconds",
-              "Percentile of the model's forward latency", "runtime", "model", "percentile"),
+              "Percentile of the model's forward latency", "runtime", "model", "percentile", better="lower"),
         _spec("fleetbench_edge_model_max_abs_error", "gauge", "count",
               "Largest absolute difference of the model's output from eager PyTorch on the same input",
               "runtime", "model"),
@@ -223,13 +233,13 @@ CATALOGUE: dict[str, MetricSpec] = {
               "MPS memory after the timed passes (torch.mps.current_allocated_memory, driver_allocated_memory)",
               "model", "kind"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
-        _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step"),
+        _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
         # --- training ---------------------------------------------------------------------------
         # Step time and step count use fleetbench_step_seconds / fleetbench_steps_total above; device
         # allocator peaks use fleetbench_memory_peak_*_bytes, CPU ranks fleetbench_process_peak_rss_bytes.
         _spec("fleetbench_train_loss", "gauge", "count",
-              "Training loss (cross-entropy, mean over the global batch) at the latest logged step"),
+              "Training loss (cross-entropy, mean over the global batch) at the latest logged step", better="lower"),
         _spec("fleetbench_train_grad_norm", "gauge", "count",
               "Global L2 norm of the gradients at the latest logged step, before clipping"),
         _spec("fleetbench_train_step", "gauge", "count",
@@ -238,9 +248,9 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Time per step spent producing the batch (generation and host-to-device copy), "
               "mean over the latest log interval"),
         _spec("fleetbench_train_tokens_per_second", "gauge", "count",
-              "Training throughput of the whole job in tokens per second over the latest log interval"),
+              "Training throughput of the whole job in tokens per second over the latest log interval", better="higher"),
         _spec("fleetbench_train_device_tokens_per_second", "gauge", "count",
-              "Training throughput per device (rank) in tokens per second over the latest log interval"),
+              "Training throughput per device (rank) in tokens per second over the latest log interval", better="higher"),
         _spec("fleetbench_train_tokens_total", "counter", "count",
               "Tokens this rank has trained on in this process"),
         _spec("fleetbench_train_achieved_flop_per_second", "gauge", "flop_per_second",
@@ -248,7 +258,7 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_train_peak_flop_per_second", "gauge", "flop_per_second",
               "Peak FLOP/s per device that MFU divides by (GPU table or measured CPU matmul)"),
         _spec("fleetbench_train_mfu_ratio", "gauge", "ratio",
-              "Model FLOPs utilisation: achieved model FLOP/s over the device's peak; absent when unknown"),
+              "Model FLOPs utilisation: achieved model FLOP/s over the device's peak; absent when unknown", better="higher"),
         _spec("fleetbench_train_alloc_retries_total", "counter", "count",
               "CUDA caching allocator retries (cache flushes after a failed allocation)"),
         _spec("fleetbench_train_ooms_total", "counter", "count",
@@ -262,6 +272,49 @@ CATALOGUE: dict[str, MetricSpec] = {
 
 
 # fmt: on
+
+# The headline of each benchmark: the few figures a person and `fleetbench compare` look at first.
+# A record's headline names these metrics; their unit and better direction come from the entries
+# above, so they are declared once. Profile time shares describe where time went and rank nothing.
+HEADLINES: dict[str, tuple[str, ...]] = {
+    "probe": (
+        "fleetbench_probe_achieved_flop_per_second",
+        "fleetbench_probe_achieved_bytes_per_second",
+    ),
+    "train": (
+        "fleetbench_train_device_tokens_per_second",
+        "fleetbench_train_mfu_ratio",
+        "fleetbench_step_seconds",
+        "fleetbench_memory_peak_allocated_bytes",
+        "fleetbench_process_peak_rss_bytes",
+        "fleetbench_train_loss",
+    ),
+    "profile": (
+        "fleetbench_profile_trace_span_seconds",
+        "fleetbench_profile_time_share_ratio",
+        "fleetbench_profile_op_seconds",
+    ),
+    "ncu": (
+        "fleetbench_kernel_duration_seconds",
+        "fleetbench_kernel_compute_sol_ratio",
+        "fleetbench_kernel_memory_sol_ratio",
+    ),
+    "roofline": (
+        "fleetbench_profile_peak_flop_per_second",
+        "fleetbench_profile_peak_bytes_per_second",
+        "fleetbench_kernel_duration_seconds",
+        "fleetbench_kernel_compute_sol_ratio",
+        "fleetbench_kernel_memory_sol_ratio",
+        "fleetbench_profile_op_seconds",
+    ),
+    "edge": (
+        "fleetbench_edge_kernel_latency_percentile_seconds",
+        "fleetbench_edge_kernel_achieved_flop_per_second",
+        "fleetbench_edge_gemm_peak_ratio",
+        "fleetbench_edge_model_latency_percentile_seconds",
+        "fleetbench_edge_model_latency_trimmed_mean_seconds",
+    ),
+}
 
 
 def spec(name: str) -> MetricSpec:
@@ -291,6 +344,8 @@ def naming_problems(metric: MetricSpec) -> list[str]:
         problems.append("help must be a sentence")
     if set(metric.labels) & set(COMMON_LABELS) or len(set(metric.labels)) != len(metric.labels):
         problems.append("labels repeat a common label or each other")
+    if metric.better is not None and metric.kind not in ("gauge", "counter"):
+        problems.append("only gauges and counters carry a better direction (a headline is one value)")
     for forbidden in ("step", "timestamp", "time", "le", "quantile", "job", "instance"):
         if forbidden in metric.labels:
             problems.append(f"label {forbidden!r} is reserved or unbounded")

@@ -21,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from fleetbench.telemetry.spool import Spool, SpoolEntry
 
 JOB = "fleetbench"
+# The environment variable that names the Pushgateway when no flag or config does (jobs, images).
+PUSHGATEWAY_ENV = "FLEETBENCH_PUSHGATEWAY"
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,15 @@ from typing import Any
 
 from prometheus_client import start_http_server
 from prometheus_client.exposition import write_to_textfile
-from rich.console import Console
+from pydantic import BaseModel
 
 from fleetbench import __version__
-from fleetbench.config.schema import TelemetryConfig
+from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
 from fleetbench.fsutil import ensure_writable_dir
-from fleetbench.results.record import ResultRecord
-from fleetbench.results.store import append_record, prepare_run_dir
-from fleetbench.runinfo import git_revision, package_versions, utc_now
+from fleetbench.results.record import HeadlineFigure, ResultRecord
+from fleetbench.results.store import append_record, default_spool_dir, prepare_run_dir
+from fleetbench.runinfo import git_revision, host_name, new_run_id, package_versions, utc_now
+from fleetbench.telemetry.catalogue import HEADLINES, spec
 from fleetbench.telemetry.push import JOB, BackgroundPusher, PushOutcome, PushPolicy
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
 from fleetbench.telemetry.spool import Spool
@@ -38,8 +39,35 @@ def grouping_key(identity: RunIdentity) -> dict[str, str]:
     }
 
 
+def open_run(
+    config: FleetbenchConfig,
+    benchmark: str,
+    settings: BaseModel,
+    device: str,
+    backend: str,
+    *,
+    rank: int = 0,
+    run_id: str | None = None,
+) -> BenchmarkRun:
+    """The one way a job opens its run: identity, run id, folder and telemetry from the config.
+
+    `settings` is the job's own config section (recorded with the result); `run_id` overrides the
+    config's only where the ranks of one job agreed on it first. Use as `with open_run(...) as run:`,
+    then `run.result()` is the record.
+    """
+    identity = RunIdentity(
+        benchmark=benchmark,
+        run_id=run_id or config.run.run_id or new_run_id(),
+        host=host_name(),
+        device=device,
+        backend=backend,
+        rank=rank,
+    )
+    return BenchmarkRun(identity, config.run.results_dir, config.telemetry, settings.model_dump(mode="json"))
+
+
 class BenchmarkRun:
-    """Context manager around a benchmark: `with BenchmarkRun(...) as run: run.metrics.set(...)`."""
+    """Context manager around a benchmark: `with open_run(...) as run: run.metrics.set(...)`."""
 
     def __init__(
         self,
@@ -47,20 +75,19 @@ class BenchmarkRun:
         results_root: Path,
         telemetry: TelemetryConfig,
         config: dict[str, Any],
-        console: Console | None = None,
     ) -> None:
         self.identity = identity
         self.results_root = results_root
         self.telemetry = telemetry
         self.config = config
-        self.console = console or Console(stderr=True)
         self.run_dir = prepare_run_dir(results_root, identity.run_id)
         if telemetry.textfile_dir is not None:
             ensure_writable_dir(telemetry.textfile_dir, "textfile dir", "--set telemetry.textfile_dir=DIR")
         self.metrics = MetricRecorder(identity)
         self.summary: dict[str, Any] = {}
+        self.headline: list[HeadlineFigure] = []
         self.artifacts: list[str] = []
-        self.spool = Spool(telemetry.spool_dir or results_root / ".spool")
+        self.spool = Spool(telemetry.spool_dir or default_spool_dir(results_root))
         self.push_outcome: PushOutcome | None = None
         self.record: ResultRecord | None = None
         self._pusher: BackgroundPusher | None = None
@@ -101,6 +128,28 @@ class BenchmarkRun:
     def add_artifact(self, path: Path) -> None:
         self.artifacts.append(str(path.relative_to(self.run_dir)))
 
+    def add_headline(self, metric: str, value: float, samples: list[float] | None = None, **labels: object) -> None:
+        """One headline figure; the metric must be one of this benchmark's HEADLINES, with its own labels."""
+        if metric not in HEADLINES.get(self.identity.benchmark, ()):
+            raise ValueError(f"{metric} is not a headline metric of {self.identity.benchmark}")
+        wanted = set(spec(metric).labels)
+        if set(labels) != wanted:
+            raise ValueError(f"headline {metric} takes labels {sorted(wanted)}, got {sorted(labels)}")
+        self.headline.append(
+            HeadlineFigure(
+                metric=metric,
+                labels={key: str(v) for key, v in labels.items()},
+                value=float(value),
+                samples=[float(s) for s in samples or []],
+            )
+        )
+
+    def result(self) -> ResultRecord:
+        """The record this run wrote; only once the `with` block has ended."""
+        if self.record is None:
+            raise RuntimeError(f"run {self.identity.run_id} ({self.identity.benchmark}) has not finished yet")
+        return self.record
+
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
@@ -135,6 +184,7 @@ class BenchmarkRun:
             error=error,
             config=self.config,
             metrics=self.metrics.samples(),
+            headline=self.headline,
             summary=self.summary,
             artifacts=self.artifacts,
             start=self._start,

@@ -1,5 +1,14 @@
 """`fleetbench train`: the FSDP2 training benchmark (torchrun launcher, trainer, MFU, checkpoints).
 
-Importing this package is cheap: `config` has no torch import, so the CLI and the config schema can
-read TrainConfig without loading torch. The trainer modules import torch themselves.
+Importing this package is cheap: its configuration lives in `fleetbench.config.train`, which has no
+torch import, so the CLI reads it without loading torch. The trainer modules import torch themselves.
+
+  run         the job's entry: launcher or rank
+  launch      checks, then torchrun's elastic agent with c10d rendezvous
+  loop        one rank: FSDP2 steps, metrics, checkpoints, the record and its headline
+  plan        the model shape and step plan from the config and the world size
+  parallel    process group, device mesh, fully_shard, optimizer
+  decoder     the reference decoder and its seeded, shard-independent initialisation
+  data, flops, memory, checkpoint, history, plots, display   what their names say
+  stage       the demo's train stage (tiny preset, 2 gloo ranks)
 """

@@ -28,6 +28,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
 STEP_DIR = re.compile(r"^step_(\d{8})$")
@@ -129,6 +130,17 @@ class Checkpointer:
         train_state: dict[str, Any] = json.loads(state["train"])
         train_state["rng_restored"] = has_rng
         return train_state
+
+
+def resume_run_id(config: FleetbenchConfig) -> str | None:
+    """The run a job continues: the named one, else for --resume the newest with a checkpoint, else None.
+
+    The launcher asks once before the ranks start; ranks started by torchrun directly ask on rank 0.
+    """
+    cfg = config.train
+    if config.run.run_id is None and cfg.resume and cfg.checkpoint_dir is None:
+        return find_resumable_run(config.run.results_dir)
+    return config.run.run_id
 
 
 def find_resumable_run(results_root: Path) -> str:

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
+from fleetbench.config.train import DataKind
 from fleetbench.errors import UserError
-from fleetbench.train.config import DataKind
 
 CORPUS_CAP_BYTES = 8 * 2**20
 CORPUS_MIN_BYTES = 256 * 2**10

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from fleetbench.train.config import ModelShape
+from fleetbench.train.plan import ModelShape
 
 
 class RMSNorm(nn.Module):

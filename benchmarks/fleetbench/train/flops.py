@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fleetbench.train.config import ModelShape
 from fleetbench.train.decoder import param_counts
+from fleetbench.train.plan import ModelShape
 
 # Dense (no sparsity) tensor-core peaks in bf16, per device as torch enumerates it. Order matters:
 # the first pattern that matches the device name wins, so variants come before the family name.

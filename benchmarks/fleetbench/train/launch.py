@@ -3,7 +3,7 @@
 Bad input fails here, before any rank starts, as one line (unknown preset, sizes that cannot work,
 more ranks than devices, a rendezvous endpoint that does not answer within `rdzv_timeout_s`).
 torchrun's elastic agent runs in this process (torch.distributed.run), launching
-`python -m fleetbench.train` per rank with c10d rendezvous; ranks report their one-line errors
+`python -m fleetbench train` per rank with c10d rendezvous; ranks report their one-line errors
 through files, so a failed rank surfaces here as that line and an exit status, not as a traceback.
 """
 
@@ -23,16 +23,19 @@ import yaml
 from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.config.train import TrainConfig
 from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.runinfo import new_run_id
-from fleetbench.train.checkpoint import find_resumable_run
-from fleetbench.train.config import TrainConfig, check_launch, resolve_plan
+from fleetbench.train.checkpoint import resume_run_id
+from fleetbench.train.plan import check_launch, resolve_plan
 
 ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
-WORKER_MODULE = "fleetbench.train"
+# Each rank is `python -m fleetbench train --config FILE`: the same command the user ran.
+WORKER_MODULE = "fleetbench"
+WORKER_COMMAND = "train"
 
 _PROBE = """
 import sys
@@ -147,7 +150,7 @@ def torchrun_args(cfg: TrainConfig, nproc: int, rdzv_id: str, config_path: Path)
     ]
     if single_node:
         args += ["--local-addr", "127.0.0.1"]
-    return [*args, "--module", WORKER_MODULE, "--config", str(config_path)]
+    return [*args, "--module", WORKER_MODULE, WORKER_COMMAND, "--config", str(config_path)]
 
 
 def write_worker_error(exc: BaseException, exit_code: int) -> None:
@@ -199,15 +202,13 @@ def describe_child_failure(exc: BaseException) -> str:
     return "training failed: " + ("; ".join(parts) or str(exc).strip().splitlines()[0])
 
 
-def launch(config: FleetbenchConfig, console: Console) -> ResultRecord | None:
-    """Run the training job from this node; returns rank 0's record when it is readable from here."""
+def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
+    """Run the training job from this node; returns rank 0's record, or this node's first rank's."""
     from fleetbench.train.loop import run_worker
 
     cfg = config.train
     nproc, world = preflight(config)
-    run_id = config.run.run_id
-    if run_id is None and cfg.resume and cfg.checkpoint_dir is None:
-        run_id = find_resumable_run(config.run.results_dir)
+    run_id = resume_run_id(config)
     # Nodes meet under one rendezvous id: the run id when the user named it (every node then has the
     # same), else a fixed name; rank 0's run id then wins in every rank (parallel.broadcast_object).
     rdzv_id = run_id if (run_id or cfg.nnodes == 1) else "fleetbench-train"
@@ -247,8 +248,15 @@ def launch(config: FleetbenchConfig, console: Console) -> ResultRecord | None:
                 f"{cfg.rdzv_timeout_s:g} s ({type(exc).__name__}: {first[:200]}); check NNODES, "
                 "RDZV_ENDPOINT and that every node was started"
             ) from None
-    run_dir = config.run.results_dir / run_id
+    return node_record(config.run.results_dir / run_id)
+
+
+def node_record(run_dir: Path) -> ResultRecord:
+    """The latest successful record of the lowest rank that wrote here: rank 0's on its node."""
     if not (run_dir / RECORDS_FILE).is_file():
-        return None  # rank 0 ran on another node and wrote its record there
-    records = [r for r in read_records(run_dir) if r.benchmark == "train" and r.rank == 0 and r.status == "ok"]
-    return records[-1] if records else None
+        raise UserError(f"training finished but no rank on this node wrote a record under {run_dir}")
+    records = [r for r in read_records(run_dir) if r.benchmark == "train" and r.status == "ok"]
+    if not records:
+        raise UserError(f"training finished but no rank wrote a successful record under {run_dir}")
+    lowest = min(r.rank for r in records)
+    return [r for r in records if r.rank == lowest][-1]

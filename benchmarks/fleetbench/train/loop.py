@@ -9,6 +9,7 @@ background), and rank 0 appends the row to the run's step history. Checkpoints a
 from __future__ import annotations
 
 import signal
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -21,15 +22,16 @@ import torch.nn.functional as F
 from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
 from fleetbench.results.record import ResultRecord
-from fleetbench.runinfo import host_name, new_run_id
-from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
-from fleetbench.telemetry.session import BenchmarkRun
-from fleetbench.train.checkpoint import Checkpointer, find_resumable_run
-from fleetbench.train.config import TrainConfig, TrainPlan, check_launch, resolve_plan
+from fleetbench.runinfo import new_run_id
+from fleetbench.telemetry.recorder import MetricRecorder
+from fleetbench.telemetry.session import BenchmarkRun, open_run
+from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
+from fleetbench.train.decoder import Decoder, param_counts
 from fleetbench.train.display import StepDisplay
 from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
 from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
@@ -42,7 +44,6 @@ from fleetbench.train.memory import (
     out_of_memory_message,
     snapshot,
 )
-from fleetbench.train.decoder import Decoder, param_counts
 from fleetbench.train.parallel import (
     DistEnv,
     agree,
@@ -55,6 +56,7 @@ from fleetbench.train.parallel import (
     pick_device,
     threads_per_rank,
 )
+from fleetbench.train.plan import TrainPlan, check_launch, resolve_plan
 from fleetbench.train.plots import plot_history
 
 BENCHMARK = "train"
@@ -75,11 +77,13 @@ class Interval:
     steps: int = 0
     wall_s: float = 0.0
     data_s: float = 0.0
+    step_times_s: list[float] = field(default_factory=list)
 
     def add(self, wall_s: float, data_s: float) -> None:
         self.steps += 1
         self.wall_s += wall_s
         self.data_s += data_s
+        self.step_times_s.append(wall_s)
 
 
 @dataclass
@@ -88,6 +92,7 @@ class Totals:
     wall_s: float = 0.0
     steady_steps: int = 0  # logged intervals after the first (warm-up) one
     steady_wall_s: float = 0.0
+    steady_step_times_s: list[float] = field(default_factory=list)  # the samples behind the headline
     telemetry_s: float = 0.0
     console_s: float = 0.0
     checkpoint_s: float = 0.0
@@ -340,6 +345,7 @@ class Trainer:
                         if totals.steps:  # every interval but the first, which holds the warm-up step
                             totals.steady_steps += interval.steps
                             totals.steady_wall_s += interval.wall_s
+                            totals.steady_step_times_s += interval.step_times_s
                         totals.steps += interval.steps
                         totals.wall_s += interval.wall_s + (time.perf_counter() - logged)
                         interval = Interval()
@@ -423,6 +429,33 @@ class Trainer:
             metrics.inc("fleetbench_train_ooms_total", ooms)
         metrics.set("fleetbench_process_peak_rss_bytes", memory.peak_rss)
 
+    def add_headline(
+        self,
+        run: BenchmarkRun,
+        totals: Totals,
+        device_tokens_per_s: float | None,
+        peak: Peak | None,
+        memory: MemorySnapshot,
+    ) -> None:
+        """Throughput, MFU and step time with the steady steps' times as samples; peak memory; final loss."""
+        times = totals.steady_step_times_s or [r.step_s for r in totals.rows]
+        device_tokens_per_step = self.plan.tokens_per_step / self.world
+        rates = [device_tokens_per_step / t for t in times if t > 0]
+        if times:
+            run.add_headline("fleetbench_step_seconds", statistics.median(times), times)
+        if device_tokens_per_s:
+            run.add_headline("fleetbench_train_device_tokens_per_second", device_tokens_per_s, rates)
+            ratio = mfu(self.flop_per_token, device_tokens_per_s, peak)
+            if ratio is not None:
+                per_step = [mfu(self.flop_per_token, rate, peak) for rate in rates]
+                run.add_headline("fleetbench_train_mfu_ratio", ratio, [m for m in per_step if m is not None])
+        if memory.peak_allocated is not None:
+            run.add_headline("fleetbench_memory_peak_allocated_bytes", memory.peak_allocated)
+        else:
+            run.add_headline("fleetbench_process_peak_rss_bytes", memory.peak_rss)
+        if totals.rows:
+            run.add_headline("fleetbench_train_loss", totals.rows[-1].loss)
+
     def summarise(
         self, run: BenchmarkRun, totals: Totals, start_step: int, peak: Peak | None, checkpoint_root: Path, mesh: Any
     ) -> None:
@@ -471,6 +504,7 @@ class Trainer:
             }
         )
         run.summary.setdefault("resumed_from_step", None)
+        self.add_headline(run, totals, device_tokens_per_s, peak, memory)
         if self.rank != 0:
             return
         run.add_artifact(run.run_dir / HISTORY_FILE)
@@ -517,25 +551,12 @@ def _run(
     console: Console,
 ) -> ResultRecord:
     cfg = config.train
-    run_id = config.run.run_id
-    if run_id is None and cfg.resume and cfg.checkpoint_dir is None and dist.get_rank() == 0:
-        run_id = find_resumable_run(config.run.results_dir)
-    run_id = broadcast_object(run_id or new_run_id())
+    # Rank 0 names the run (or finds the one to resume) and every rank takes its name.
+    run_id = broadcast_object((resume_run_id(config) or new_run_id()) if dist.get_rank() == 0 else None)
     comparable = cfg.model_dump(mode="json")
     comparable.pop("node_rank")  # the one train field that differs between nodes
     agree("train config", comparable)
-    identity = RunIdentity(
-        benchmark=BENCHMARK,
-        run_id=run_id,
-        host=host_name(),
-        device=device.name,
-        backend=device.backend,
-        rank=dist.get_rank(),
-    )
     trainer = Trainer(config, plan, env, device, comm_backend, threads, console)
-    with BenchmarkRun(
-        identity, config.run.results_dir, config.telemetry, config=cfg.model_dump(mode="json"), console=console
-    ) as run:
-        trainer.run(run)
-    assert run.record is not None
-    return run.record
+    with open_run(config, BENCHMARK, cfg, device.name, device.backend, rank=dist.get_rank(), run_id=run_id) as bench:
+        trainer.run(bench)
+    return bench.result()

@@ -15,10 +15,11 @@ from functools import cache
 import psutil
 import torch
 
+from fleetbench.config.train import TrainConfig
 from fleetbench.errors import UserError
 from fleetbench.telemetry.session import peak_rss_bytes
-from fleetbench.train.config import TrainConfig, TrainPlan
 from fleetbench.train.decoder import param_counts
+from fleetbench.train.plan import TrainPlan
 
 GIB = 2**30
 

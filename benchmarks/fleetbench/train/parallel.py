@@ -19,10 +19,11 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
-from fleetbench.train.config import TrainConfig, TrainPlan
 from fleetbench.train.decoder import Decoder, init_weights
+from fleetbench.train.plan import TrainPlan
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
         config_path = Path(scratch) / "config.yaml"
         config_path.write_text(yaml.safe_dump(staged.model_dump(mode="json"), sort_keys=False))
         # stdout/stderr are inherited: the ranks' progress shows as it happens.
-        done = subprocess.run([sys.executable, "-m", "fleetbench.train", "--config", str(config_path)], check=False)
+        done = subprocess.run([sys.executable, "-m", "fleetbench", "train", "--config", str(config_path)], check=False)
     if done.returncode != 0:
         raise UserError(f"train stage failed (exit status {done.returncode}); its error is the line above")
     records = [

@@ -1,6 +1,6 @@
 """The program `fleetbench ncu run` profiles when it is given none: the configured workload, bare.
 
-`python -m fleetbench.profile.ncu_target [--config FILE] [--set KEY=VALUE ...]` runs the workload of
+`python -m fleetbench.profile.ncu.target [--config FILE] [--set KEY=VALUE ...]` runs the workload of
 `fleetbench profile` (same config) without torch.profiler (CUPTI serves one profiler at a time):
 wait + warmup steps first, then the active steps inside the NVTX push/pop range `NVTX_RANGE`, which
 `fleetbench ncu run` selects with `--nvtx --nvtx-include fleetbench_profiled/`. A script or module
@@ -25,7 +25,7 @@ NVTX_INCLUDE = f"{NVTX_RANGE}/"
 
 
 def run(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m fleetbench.profile.ncu_target")
+    parser = argparse.ArgumentParser(prog="python -m fleetbench.profile.ncu.target")
     parser.add_argument("--config", type=Path)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args(argv)

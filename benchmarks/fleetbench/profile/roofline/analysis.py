@@ -19,8 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.profile.classify import Thresholds, classify
-from fleetbench.profile.ncu_summary import NcuSummary
+from fleetbench.profile.classify import FIXES_SHORT, Thresholds, classify
+from fleetbench.profile.names import short_name
+from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.peaks import Peaks, peaks_from_datasheet
 
 CLASS_COLOURS = {
@@ -120,6 +121,41 @@ def op_ratios(op: OpStat, peaks: Peaks) -> tuple[float | None, float | None]:
     compute = op.flops / op.time_s / roof[1] if roof is not None and op.flops > 0 else None
     memory = op.bytes / op.time_s / peaks.bytes_per_second if peaks.bytes_per_second and op.bytes > 0 else None
     return compute, memory
+
+
+NO_FLOPS = "no FLOP count from torch.profiler for this op (it counts matmul, conv and arithmetic ops)"
+NO_FLOPS_FIX = "not classified without a FLOP count; on a GPU, fleetbench ncu run classifies its kernels"
+
+
+def op_rows(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds, top: int) -> list[dict[str, Any]]:
+    """The top ops by self time, each with its analytical figures, class and fix."""
+    rows = []
+    for op in [o for o in ops if o.self_time_s > 0][:top]:
+        compute, memory = op_ratios(op, peaks)
+        verdict = classify(compute, memory, thresholds, "compute", "memory")
+        no_flops = op.flops <= 0
+        rows.append(
+            {
+                "label": op.label,
+                "short": short_name(op.name),
+                "name": op.name,
+                "calls": op.count,
+                "self_time_s": op.self_time_s,
+                "time_s": op.time_s,
+                "flops": op.flops,
+                "bytes": op.bytes,
+                "dtype": op.dtype,
+                "flop_per_second": op.flops / op.time_s if op.flops > 0 and op.time_s > 0 else None,
+                "arithmetic_intensity": op.flops / op.bytes if op.flops > 0 and op.bytes > 0 else None,
+                "compute_ratio": compute,
+                "memory_ratio": memory,
+                "class": verdict.cls,
+                "reason": NO_FLOPS if no_flops else verdict.reason,
+                "fix": NO_FLOPS_FIX if no_flops else verdict.fix,
+                "fix_short": "not classified: no FLOP count" if no_flops else FIXES_SHORT[verdict.cls],
+            }
+        )
+    return rows
 
 
 def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds | None = None) -> Roofline:

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fleetbench.profile.classify import Thresholds, classify
 from fleetbench.profile.names import label, short_name
-from fleetbench.profile.ncu_readers import FLOP_OPS, KernelResult, NcuReport
+from fleetbench.profile.ncu.readers import FLOP_OPS, KernelResult, NcuReport, read_report
 
 DURATION = "gpu__time_duration.sum"
 COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -263,3 +264,20 @@ def summarize_report(report: NcuReport, thresholds: Thresholds | None = None) ->
         groups=group_kernels(kernels, thresholds),
         notes=report.notes,
     )
+
+
+def summarize_path(path: Path, thresholds: Thresholds | None = None) -> NcuSummary:
+    """Read an .ncu-rep or ncu CSV file and summarise it."""
+    return summarize_report(read_report(path), thresholds)
+
+
+def overview(summary: NcuSummary, top: int) -> dict[str, Any]:
+    """The short form a result record keeps: the report, its devices, counts and the top kernels."""
+    return {
+        "report": summary.path,
+        "format": summary.format,
+        "devices": summary.devices,
+        "launches": len(summary.kernels),
+        "kernels": len(summary.groups),
+        "top_kernels": [asdict(g) for g in summary.groups[:top]],
+    }
