@@ -37,7 +37,8 @@ console = Console()
 
 
 def main() -> int:
-    from fleetbench.edge import gpu, kernels, runner
+    from fleetbench.edge import gpu, kernels, measure
+    from fleetbench.edge.plan import plan_edge
 
     try:
         rep = gpu.report(gpu.select_adapter("auto", None, "high-performance"))
@@ -50,7 +51,7 @@ def main() -> int:
             peak_iterations=1024,
             mps=False,
         )
-        plan = runner.plan_edge(cfg, console)
+        plan = plan_edge(cfg, console)
     except UserError as exc:
         console.print(f"perf_edge: no edge figures on this machine: {exc}")
         return 0
@@ -63,7 +64,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         timers = {}
         for item in plan.compiled:
-            timer, out = stack.enter_context(runner.bound(plan, item))
+            timer, out = stack.enter_context(measure.bound(plan, item))
             timer.run_once()
             if not kernels.compare(item.problem, plan.device.queue.read_buffer(out))[2]:
                 console.print(f"perf_edge: {item.problem.label} gave a wrong result; no figures")

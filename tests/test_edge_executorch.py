@@ -38,10 +38,8 @@ def exported(executorch: None, tmp_path_factory: pytest.TempPathFactory) -> Path
 
 
 def edge_main(args: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> int:
-    from fleetbench.cli import edge_cmd, main
+    from fleetbench.cli import main
 
-    if edge_cmd not in main.COMMAND_MODULES:
-        monkeypatch.setattr(main, "COMMAND_MODULES", (*main.COMMAND_MODULES, edge_cmd))
     monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
     monkeypatch.chdir(tmp_path)
     return main.main(args)
@@ -109,7 +107,7 @@ def test_program_that_disagrees_with_its_eager_model_fails_the_run(
     monkeypatch.syspath_prepend(str(tmp_path))
     from rich.console import Console
 
-    from fleetbench.edge.runner import run_edge
+    from fleetbench.edge.run import run as run_edge
 
     cfg = FleetbenchConfig(
         run=RunConfig(results_dir=tmp_path / "r", run_id="bad"),
@@ -173,7 +171,7 @@ def test_export_to_mps_off_macos_is_refused_in_one_line(
 def test_mps_path_is_skipped_not_faked(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from fleetbench.edge.runner import run_edge
+    from fleetbench.edge.run import run as run_edge
 
     cfg = FleetbenchConfig(run=RunConfig(results_dir=tmp_path, run_id="mps"), edge=EdgeConfig(kernels=[], mps=True))
     record = run_edge(cfg, Console(stderr=True))

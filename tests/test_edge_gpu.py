@@ -84,7 +84,7 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
     assert spirv.glslc() is not None, "glslc missing: make setup installs it (Debian package glslc)"
     if not adapter.has("timestamp-query"):
         pytest.skip(f"{adapter.device} has no timestamp-query")
-    from fleetbench.edge.runner import run_edge
+    from fleetbench.edge.run import run as run_edge
 
     dtypes = ["float32", "float16"] if adapter.has("shader-f16") else ["float32"]
     record = run_edge(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True), _console())
@@ -151,7 +151,7 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
 
 @pytest.mark.vulkan
 def test_wallclock_path_times_a_synchronised_submit(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
-    from fleetbench.edge.runner import run_edge
+    from fleetbench.edge.run import run as run_edge
 
     record = run_edge(
         config(tmp_path, "wall", timing="wallclock", kernels=["silu", "copy"], dtypes=["float32"]), _console()
@@ -214,7 +214,7 @@ def test_a_wrong_kernel_fails_the_run_and_says_which(
     assert "v / (vec4<f32>(1.0) + exp(-v))" in text
     source.write_text(text.replace("v / (vec4<f32>(1.0) + exp(-v))", "v / (vec4<f32>(1.0) + exp(v))"))
     monkeypatch.setenv(KERNELS_ENV, str(broken))
-    from fleetbench.edge.runner import run_edge
+    from fleetbench.edge.run import run as run_edge
 
     with pytest.raises(UserError, match=r"wrong results: silu float32 4K \(max rel error") as caught:
         run_edge(config(tmp_path, "wrong", kernels=["silu", "copy"], dtypes=["float32"]), _console())
@@ -242,12 +242,13 @@ def test_adapter_limits_are_checked_before_anything_is_allocated(adapter: gpu.Ad
 
 @pytest.mark.vulkan
 def test_demo_stage_runs_the_quick_set(adapter: gpu.AdapterReport, tmp_path: Path) -> None:
-    from fleetbench.edge.runner import QUICK, run_edge_stage
+    from fleetbench.edge.plan import QUICK
+    from fleetbench.edge.stage import run_stage
 
     cfg = FleetbenchConfig(
         run=RunConfig(results_dir=tmp_path, run_id="demo"), edge=EdgeConfig(spirv_dir=tmp_path / "spirv")
     )
-    record = run_edge_stage(cfg, _console())
+    record = run_stage(cfg, _console())
     assert record.status == "ok" and record.benchmark == "edge"
     kernels_run = [r["kernel"] for r in record.summary["kernels"]]
     expected = [k for k in QUICK["kernels"] if spirv.glslc() is not None or not k.endswith("_spirv")]
@@ -259,7 +260,7 @@ def test_demo_stage_runs_the_quick_set(adapter: gpu.AdapterReport, tmp_path: Pat
 def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_asked(
     adapter: gpu.AdapterReport, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fleetbench.edge.runner import plan_edge
+    from fleetbench.edge.plan import plan_edge
 
     monkeypatch.setenv("FLEETBENCH_GLSLC", str(tmp_path / "no-glslc"))
     base = {**SMALL, "backend": "vulkan", "dtypes": ["float32"]}
@@ -273,7 +274,7 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
     with pytest.raises(UserError, match="glslc not found"):
         plan_edge(EdgeConfig.model_validate({**base, "kernels": ["peak_fma_spirv"]}), _console())
     # The quick set's kernels are defaults too: skipped with the same note, not refused.
-    from fleetbench.edge.runner import quick
+    from fleetbench.edge.plan import quick
 
     plan = plan_edge(quick(EdgeConfig.model_validate(base)), _console())
     assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
@@ -284,7 +285,7 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
 def test_subgroup_size_is_measured_and_the_subgroup_gemm_needs_it(adapter: gpu.AdapterReport) -> None:
     if not adapter.has("subgroup"):
         pytest.skip(f"{adapter.device} does not offer subgroups")
-    from fleetbench.edge.runner import plan_edge
+    from fleetbench.edge.plan import plan_edge
 
     cfg = EdgeConfig.model_validate({**SMALL, "backend": "vulkan", "dtypes": ["float32"], "kernels": ["gemm_subgroup"]})
     plan = plan_edge(cfg, _console())
@@ -304,7 +305,7 @@ def test_texture_gemm_covers_every_tile_in_its_workgroup_order(adapter: gpu.Adap
     # stripes x 6 row blocks, so a wrong mapping leaves tiles unwritten or writes one twice.
     if kernels.KERNELS["gemm_texture"].missing_features(adapter.features):
         pytest.skip(f"{adapter.device} does not offer subgroups")
-    from fleetbench.edge.runner import run_edge
+    from fleetbench.edge.run import run as run_edge
 
     dtypes = ["float32", "float16"] if adapter.has("shader-f16") else ["float32"]
     cfg = config(tmp_path, "tex", kernels=["gemm_texture"], dtypes=dtypes, gemm_sizes=[384, 128])
@@ -406,7 +407,7 @@ def test_only_texture_kernels_get_an_input_texture_type_of_their_storage_dtype()
 def test_kernels_needing_a_missing_feature_or_wider_subgroups_are_skipped_or_refused(
     adapter: gpu.AdapterReport,
 ) -> None:
-    from fleetbench.edge.runner import _too_narrow, _with_features
+    from fleetbench.edge.plan import _too_narrow, _with_features
 
     wanted = ["gemm_vec4", "gemm_subgroup", "peak_fma"]
     lacking = gpu.AdapterReport(**{**vars(adapter), "features": [f for f in adapter.features if f != "subgroup"]})
@@ -476,8 +477,8 @@ def test_tries_stop_when_the_median_is_stable_or_the_bound_is_hit() -> None:
 
 
 def test_gemm_peak_ratio_is_against_the_f32_probe_for_every_storage_dtype() -> None:
-    from fleetbench.edge.report import KernelRow
-    from fleetbench.edge.runner import peak_ratios
+    from fleetbench.edge.export import peak_ratios
+    from fleetbench.edge.rows import KernelRow
 
     def row(kernel: str, dtype: str, flop_per_second: float) -> KernelRow:
         return KernelRow(

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.edge import stage as edge_stage
 from fleetbench.probe import run as probe_job
 from fleetbench.profile import run as profile_job
 from fleetbench.report.build import build_report
@@ -28,35 +29,11 @@ from fleetbench.train.stage import run_train_stage
 Stage = Callable[[FleetbenchConfig, Console], ResultRecord]
 
 
-def run_edge_demo_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
-    """Edge kernels (quick set) on this machine's adapter, and the trainer's tiny model exported to
-    ExecuTorch (XNNPACK) and timed against eager PyTorch, when the [mobile] extra is installed."""
-    from fleetbench.edge import pte
-    from fleetbench.edge.model_factory import build
-    from fleetbench.edge.runner import quick, run_edge
-    from fleetbench.errors import UserError
-
-    edge = quick(config.edge)
-    try:
-        pte.require_executorch()
-    except UserError as exc:
-        console.print(f"[yellow]edge models skipped: {exc}[/]")
-    else:
-        out_dir = config.run.results_dir / str(config.run.run_id) / "edge" / "models"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with console.status("exporting the tiny model to ExecuTorch (XNNPACK) ..."):
-            built = build(edge.module, edge.seed, edge.model_batch)
-            exported = pte.export(built, ["xnnpack"], out_dir, edge.seed, edge.model_batch, strict=True)
-        program = next(r.path for r in exported if r.path is not None)
-        edge = edge.model_copy(update={"pte": program, "pte_warmup": 5, "pte_iterations": 30})
-    return run_edge(config.model_copy(update={"edge": edge}), console)
-
-
 STAGES: list[tuple[str, Stage]] = [
     ("probe", probe_job.run),
     ("train", run_train_stage),
     ("profile", profile_job.run),
-    ("edge", run_edge_demo_stage),
+    ("edge", edge_stage.run_stage),
 ]
 
 

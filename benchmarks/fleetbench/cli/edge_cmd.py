@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 from fleetbench.errors import UserError
 
 BACKEND_HELP = "auto, vulkan, metal, d3d12 or opengl (default: auto, or $WGPU_BACKEND_TYPE)"
@@ -85,15 +85,16 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
         "edge.cpu_affinity": (_ints(args.cpu_affinity, "--cpu-affinity"), "--cpu-affinity"),
     }
     config = config_from_args(args, flags)
-    from fleetbench.edge.runner import quick, run_edge  # wgpu and numpy load only when a run really starts
+    from fleetbench.edge import run as edge_job  # wgpu and numpy load only when a run really starts
+    from fleetbench.edge.plan import quick
 
     edge = config.edge
     if args.quick:
         edge = quick(edge)
     if edge.pte is not None and "kernels" not in edge.model_fields_set:
         edge = edge.model_copy(update={"kernels": []})
-    record = run_edge(config.model_copy(update={"edge": edge}), console)
-    console.print(f"result record: {config.run.results_dir / record.run_id / 'records.jsonl'}")
+    record = edge_job.run(config.model_copy(update={"edge": edge}), console)
+    print_record_path(console, config, record)
     return 0
 
 

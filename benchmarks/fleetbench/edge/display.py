@@ -1,0 +1,120 @@
+"""What `edge run` prints: the adapter, the kernel and model tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from fleetbench.edge import gpu
+from fleetbench.edge.rows import KernelRow
+
+
+def _ms(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "-"
+    return f"{seconds * 1e3:.3f}" if seconds < 10 else f"{seconds * 1e3:.0f}"
+
+
+def kernel_table(rows: list[KernelRow], title: str) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1))
+    for column in (
+        "kernel",
+        "dtype",
+        "size",
+        "p50 ms",
+        "p90 ms",
+        "p99 ms",
+        "GFLOP/s",
+        "GB/s",
+        "var",
+        "tries",
+        "rel err",
+        "ok",
+    ):
+        table.add_column(column, justify="left" if column in ("kernel", "dtype", "size") else "right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r.kernel,
+            r.dtype,
+            r.size,
+            _ms(r.p50_s),
+            _ms(r.p90_s),
+            _ms(r.p99_s),
+            f"{r.flop_per_second / 1e9:.1f}" if r.flops and r.latencies_s else "-",
+            f"{r.bytes_per_second / 1e9:.2f}" if r.bytes_moved and r.latencies_s else "-",
+            (f"{r.variation:.1%}" + ("" if r.stable else "!")) if math.isfinite(r.variation) else "-",
+            str(r.tries),
+            f"{r.max_rel_error:.1e}",
+            "yes" if r.correct else "[red]NO[/]",
+        )
+    return table
+
+
+def model_table(models: list[dict[str, Any]]) -> Table:
+    table = Table(title="model latency", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for column in ("runtime", "model", "load ms", "mean ms", "trimmed ms", "p90 ms", "rel err", "agrees"):
+        table.add_column(column, justify="left" if column in ("runtime", "model") else "right", no_wrap=True)
+    for m in models:
+        table.add_row(
+            m["runtime"],
+            m["model"],
+            _ms(m["load_s"]),
+            _ms(m["mean_s"]),
+            _ms(m["trimmed_mean_s"]),
+            _ms(m["p90_s"]),
+            "-" if m["max_rel_error"] is None else f"{m['max_rel_error']:.1e}",
+            {True: "yes", False: "[red]NO[/]", None: "-"}[m["agrees"]],
+        )
+    return table
+
+
+def show(console: Console, renderable: Table) -> None:
+    """Full width in logs and pipes (no terminal to wrap for); the terminal's width otherwise."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    needed = Measurement.get(console, console.options.update(width=400), renderable).maximum
+    Console(file=console.file, width=min(max(needed, console.width), 400)).print(renderable)
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def show_adapter(console: Console, rep: gpu.AdapterReport, timing: str) -> None:
+    """The adapter, its timing source and the features the kernels depend on."""
+    how = " (GPU timestamp queries)" if timing == "timestamp" else " (host clock around a synchronised submit)"
+    console.print(
+        f"adapter [bold]{rep.device}[/] ({rep.backend}, {rep.adapter_type}, driver {rep.driver}); timing: {timing}{how}"
+    )
+    coop = ", ".join(f"{ext} {'unknown' if v is None else yes_no(v)}" for ext, v in rep.cooperative_matrix.items())
+    console.print(
+        "features: "
+        + ", ".join(f"{f} {yes_no(rep.has(f))}" for f in ("shader-f16", "subgroup", "timestamp-query"))
+        + (f" (subgroup size {rep.subgroup_size})" if rep.subgroup_size else "")
+        + (f"; {coop}" if coop else "")
+    )
+
+
+def show_results(
+    console: Console,
+    rows: list[KernelRow],
+    ratios: dict[str, float],
+    models: list[dict[str, Any]],
+    device: str,
+    backend: str,
+    timing: str,
+) -> None:
+    """The kernel table, the GEMM/peak ratios and the model table."""
+    if rows:
+        title = f"edge kernels on {device} ({backend}, {timing} timing; var = CV of the tries' medians, ! = not stable)"
+        show(console, kernel_table(rows, title))
+    if ratios:
+        console.print("GEMM / f32 FMA peak: " + ", ".join(f"{k} {v:.1%}" for k, v in ratios.items()))
+    if models:
+        show(console, model_table(models))

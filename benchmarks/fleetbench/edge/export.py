@@ -1,0 +1,118 @@
+"""What `edge run` records: kernel and model metrics, the headline figures, the GEMM/peak ratio."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetbench.edge import gpu
+from fleetbench.edge.pte import ModelTiming
+from fleetbench.edge.rows import PERCENTILES, KernelRow, model_summary
+from fleetbench.telemetry.session import BenchmarkRun
+
+
+def record_kernel(run: BenchmarkRun, row: KernelRow) -> None:
+    ident = {"kernel": row.kernel, "dtype": row.dtype, "size": row.size}
+    run.metrics.set("fleetbench_edge_kernel_max_abs_error", row.max_abs_error, **ident)
+    run.metrics.set("fleetbench_edge_kernel_max_rel_error", row.max_rel_error, **ident)
+    run.metrics.set("fleetbench_edge_kernel_correct", 1 if row.correct else 0, **ident)
+    if not row.latencies_s:
+        return
+    timed = {**ident, "timing": row.timing}
+    for value in row.latencies_s:
+        run.metrics.observe("fleetbench_edge_kernel_latency_seconds", value, **timed)
+    for name, _q in PERCENTILES:
+        run.metrics.set(
+            "fleetbench_edge_kernel_latency_percentile_seconds", getattr(row, f"{name}_s"), percentile=name, **timed
+        )
+    if row.flops:
+        run.metrics.set("fleetbench_edge_kernel_achieved_flop_per_second", row.flop_per_second, **timed)
+    run.metrics.set("fleetbench_edge_kernel_achieved_bytes_per_second", row.bytes_per_second, **timed)
+    run.metrics.set("fleetbench_edge_kernel_variation_ratio", row.variation, **timed)
+    run.metrics.inc("fleetbench_edge_kernel_tries_total", row.tries, **timed)
+    run.metrics.inc("fleetbench_edge_kernel_dispatches_total", row.dispatches, **timed)
+
+
+def peak_ratios(rows: list[KernelRow]) -> dict[str, float]:
+    """GEMM FLOP/s over the best float32 FMA-peak FLOP/s measured in this run.
+
+    Every GEMM kernel multiplies and accumulates in f32 whatever its storage dtype (f16 only halves
+    the bytes it loads), so its FLOPs are f32 FMAs and the f32 probe is their ceiling. Against the
+    f16 probe, a float16 GEMM on an adapter without fast f16 (lavapipe converts every f16 FMA) read
+    195 % of "peak".
+    """
+    peak = max(
+        (r.flop_per_second for r in rows if r.kernel.startswith("peak_fma") and r.dtype == "float32" and r.latencies_s),
+        default=0.0,
+    )
+    out = {}
+    for r in rows:
+        if r.kernel.startswith("gemm") and r.latencies_s and peak:
+            r.peak_ratio = r.flop_per_second / peak
+            out[f"{r.kernel} {r.dtype} {r.size}"] = r.peak_ratio
+    return out
+
+
+def record_peak_ratios(run: BenchmarkRun, rows: list[KernelRow]) -> None:
+    """The GEMM/peak ratios `peak_ratios` set on the rows, as metrics and headline figures."""
+    for r in rows:
+        if r.peak_ratio is not None:
+            labels = {"kernel": r.kernel, "dtype": r.dtype, "size": r.size}
+            run.metrics.set("fleetbench_edge_gemm_peak_ratio", r.peak_ratio, **labels)
+            run.add_headline("fleetbench_edge_gemm_peak_ratio", r.peak_ratio, None, **labels)
+
+
+def record_model(run: BenchmarkRun, t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
+    summary = model_summary(t, trim_ratio)
+    labels = {"runtime": t.runtime, "model": t.model}
+    run.metrics.set("fleetbench_edge_model_load_seconds", t.load_s, **labels)
+    for value in t.latencies:
+        run.metrics.observe("fleetbench_edge_model_latency_seconds", value, **labels)
+    run.metrics.set("fleetbench_edge_model_latency_mean_seconds", summary["mean_s"], **labels)
+    run.metrics.set("fleetbench_edge_model_latency_trimmed_mean_seconds", summary["trimmed_mean_s"], **labels)
+    for name, _q in PERCENTILES:
+        run.metrics.set(
+            "fleetbench_edge_model_latency_percentile_seconds", summary[f"{name}_s"], percentile=name, **labels
+        )
+    if t.max_abs_error is not None:
+        run.metrics.set("fleetbench_edge_model_max_abs_error", t.max_abs_error, **labels)
+    for kind, value in t.memory.items():
+        run.metrics.set("fleetbench_edge_model_memory_bytes", value, model=t.model, kind=kind)
+    run.add_headline(
+        "fleetbench_edge_model_latency_percentile_seconds", summary["p50_s"], t.latencies, percentile="p50", **labels
+    )
+    run.add_headline("fleetbench_edge_model_latency_trimmed_mean_seconds", summary["trimmed_mean_s"], None, **labels)
+    return summary
+
+
+def record_kernel_headline(run: BenchmarkRun, rows: list[KernelRow]) -> None:
+    """Per timed kernel: p50 latency and achieved FLOP/s, with the tries' medians as samples (each try
+    is one independent sample; dispatches within a try are not)."""
+    for r in rows:
+        if not r.latencies_s:
+            continue
+        labels = {"kernel": r.kernel, "dtype": r.dtype, "size": r.size, "timing": r.timing}
+        run.add_headline(
+            "fleetbench_edge_kernel_latency_percentile_seconds", r.p50_s, r.try_medians_s, percentile="p50", **labels
+        )
+        if r.flops:
+            rates = [r.flops / m for m in r.try_medians_s if m > 0]
+            run.add_headline("fleetbench_edge_kernel_achieved_flop_per_second", r.flop_per_second, rates, **labels)
+
+
+def record_adapter(run: BenchmarkRun, rep: gpu.AdapterReport) -> None:
+    """The adapter as an info series: vendor, type, driver and the features that decide the kernel set."""
+    run.metrics.set(
+        "fleetbench_edge_adapter_info",
+        1,
+        vendor=rep.vendor,
+        adapter_type=rep.adapter_type,
+        driver=rep.driver,
+        shader_f16=yes_no(rep.has("shader-f16")),
+        timestamp_query=yes_no(rep.has("timestamp-query")),
+        subgroups=yes_no(rep.has("subgroup")),
+        cooperative_matrix=rep.cooperative_matrix_label,
+    )
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"

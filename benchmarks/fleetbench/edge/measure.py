@@ -1,0 +1,150 @@
+"""Time the planned kernels: per kernel a cooldown, warm-ups, the first result checked against numpy,
+then tries until the median latency is stable."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fleetbench.edge import kernels, timing
+from fleetbench.edge.export import record_kernel
+from fleetbench.edge.native import optional_module
+from fleetbench.edge.plan import Compiled, EdgePlan
+from fleetbench.edge.rows import PERCENTILES, KernelRow
+from fleetbench.telemetry.session import BenchmarkRun
+
+
+@contextlib.contextmanager
+def bound(plan: EdgePlan, item: Compiled) -> Iterator[tuple[timing.DispatchTimer, Any]]:
+    """Buffers (or input textures) and bind group for one problem, a timer on them, and the output
+    buffer; freed on exit."""
+    wgpu = optional_module("wgpu")
+    device, problem = plan.device, item.problem
+    usage = wgpu.BufferUsage
+    buffers = [device.create_buffer_with_data(data=problem.params, usage=usage.UNIFORM | usage.COPY_DST)]
+    textures: list[Any] = []
+    try:
+        resources: list[Any] = []
+        for i, array in enumerate(problem.inputs()):
+            if problem.texture_sizes:
+                textures.append(_input_texture(device, array, problem.texture_sizes[i], problem.dtype))
+                resources.append(textures[-1].create_view())
+            else:
+                buffers.append(device.create_buffer_with_data(data=array.tobytes(), usage=usage.STORAGE))
+                resources.append(_whole(buffers[-1]))
+        buffers.append(device.create_buffer(size=problem.output_nbytes, usage=usage.STORAGE | usage.COPY_SRC))
+        resources = [_whole(buffers[0]), *resources, _whole(buffers[-1])]
+        bind_group = device.create_bind_group(
+            layout=item.pipeline.get_bind_group_layout(0),
+            entries=[{"binding": i, "resource": r} for i, r in enumerate(resources)],
+        )
+        yield (
+            timing.DispatchTimer(device, item.pipeline, bind_group, problem.groups, plan.timing, plan.period_ns),
+            buffers[-1],
+        )
+    finally:
+        for resource in (*buffers, *textures):
+            resource.destroy()
+        problem.release()
+
+
+def _whole(buffer: Any) -> dict[str, Any]:
+    return {"buffer": buffer, "offset": 0, "size": buffer.size}
+
+
+def _input_texture(device: Any, array: Any, size: tuple[int, int], dtype: str) -> Any:
+    """A read-only storage texture holding `array` in its own row-major order, 4 values per texel."""
+    wgpu = optional_module("wgpu")
+    width, height = size
+    texture = device.create_texture(
+        size=(width, height, 1),
+        format=kernels.TEXTURE_FORMAT[dtype],
+        usage=wgpu.TextureUsage.STORAGE_BINDING | wgpu.TextureUsage.COPY_DST,
+    )
+    device.queue.write_texture(
+        {"texture": texture},
+        array.tobytes(),
+        {"bytes_per_row": width * 4 * array.itemsize, "rows_per_image": height},
+        (width, height, 1),
+    )
+    return texture
+
+
+def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | None = None) -> KernelRow:
+    cfg, problem = plan.cfg, item.problem
+    with bound(plan, item) as (timer, output):
+        warm = [timer.run_once() for _ in range(cfg.warmup)]
+        max_abs, max_rel, correct = kernels.compare(problem, plan.device.queue.read_buffer(output))
+        row = KernelRow(
+            kernel=problem.spec.name,
+            lang=problem.spec.lang,
+            dtype=problem.dtype,
+            size=problem.size,
+            timing=plan.timing,
+            correct=correct,
+            max_abs_error=max_abs,
+            max_rel_error=max_rel,
+            tolerance=problem.tolerance,
+            flops=problem.flops,
+            bytes_moved=problem.bytes_moved,
+        )
+        if not correct:
+            return row
+        estimate = min(warm)
+        measured = timing.measure_until_stable(
+            lambda: timing.run_try(timer, cfg.try_time_s, cfg.min_iterations, cfg.max_iterations, estimate),
+            plan.timing,
+            cfg.min_tries,
+            cfg.max_tries,
+            cfg.cv_target,
+            on_try,
+        )
+    samples = measured.samples
+    row.latencies_s = samples
+    row.try_medians_s = measured.try_medians
+    row.p50_s, row.p90_s, row.p99_s = (measured.percentile(q) for _n, q in PERCENTILES)
+    row.mean_s = sum(samples) / len(samples)
+    row.min_s = min(samples)
+    row.variation = measured.variation
+    row.stable = measured.stable
+    row.tries = len(measured.tries)
+    row.dispatches = len(samples)
+    row.flop_per_second = problem.flops / row.p50_s if problem.flops else 0.0
+    row.bytes_per_second = problem.bytes_moved / row.p50_s
+    return row
+
+
+def run_kernels(plan: EdgePlan, run: BenchmarkRun, console: Console) -> list[KernelRow]:
+    rows: list[KernelRow] = []
+    if not plan.compiled:
+        return rows
+    with Progress(
+        TextColumn("[bold]edge[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=len(plan.compiled))
+        for item in plan.compiled:
+            label = item.problem.label
+            if plan.cfg.cooldown_s > 0:
+                progress.update(task, description=f"{label}: cooldown")
+                time.sleep(plan.cfg.cooldown_s)
+            progress.update(task, description=f"{label}: warm-up and check")
+
+            def show_try(n: int, label: str = label) -> None:
+                progress.update(task, description=f"{label}: try {n}")
+
+            row = run_problem(plan, item, on_try=show_try)
+            rows.append(row)
+            record_kernel(run, row)
+            run.step_done()
+            progress.advance(task)
+    return rows

@@ -1,0 +1,58 @@
+"""The model paths of `edge run`: the tiny model on PyTorch MPS, an ExecuTorch program against eager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from fleetbench.config.schema import EdgeConfig
+from fleetbench.edge.export import record_model
+from fleetbench.edge.plan import EdgePlan
+from fleetbench.telemetry.session import BenchmarkRun
+
+
+def run_mps_path(cfg: EdgeConfig, run: BenchmarkRun, console: Console, models: list[dict[str, Any]]) -> dict[str, Any]:
+    if not cfg.mps:
+        return {"skipped": "edge.mps=false"}
+    from fleetbench.edge import mps
+
+    if not mps.mps_available():
+        console.print(f"[yellow]mps: {mps.SKIP_REASON}; skipped[/]")
+        return {"skipped": mps.SKIP_REASON}
+    from fleetbench.edge.model_factory import build
+
+    built = build(cfg.module, cfg.seed, cfg.model_batch)
+    console.print(f"mps: {built.name} forward, {cfg.pte_warmup} warm-ups, {cfg.pte_iterations} iterations ...")
+    timing_result = mps.run_mps(built, cfg.pte_warmup, cfg.pte_iterations, cfg.model_tolerance)
+    summary = record_model(run, timing_result, cfg.trim_ratio)
+    models.append(summary)
+    return summary
+
+
+def run_program(plan: EdgePlan, run: BenchmarkRun, console: Console, models: list[dict[str, Any]]) -> list[str]:
+    """Time the planned ExecuTorch program and eager PyTorch on the same input; the disagreements."""
+    if plan.program is None:
+        return []
+    from fleetbench.edge import pte
+
+    cfg = plan.cfg
+    console.print(
+        f"ExecuTorch program {plan.program.path} ({cfg.pte_warmup} warm-ups, {cfg.pte_iterations} iterations) ..."
+    )
+    et, eager = pte.run_program(
+        plan.program, cfg.module, cfg.seed, cfg.pte_warmup, cfg.pte_iterations, cfg.model_tolerance
+    )
+    failures = []
+    for t in (et, eager):
+        if t is None:
+            continue
+        models.append(record_model(run, t, cfg.trim_ratio))
+        if t.agrees is False:
+            failures.append(
+                f"{t.runtime} {t.model} disagrees with eager PyTorch "
+                f"(max rel error {t.max_rel_error:.2e} > {cfg.model_tolerance:g})"
+            )
+    if et.note:
+        console.print(f"[yellow]{et.note}[/]")
+    return failures

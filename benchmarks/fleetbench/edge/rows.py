@@ -1,0 +1,90 @@
+"""What one edge measurement is: a kernel's row (latencies, errors, rates) and a model's summary."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fleetbench.edge.pte import ModelTiming
+from fleetbench.edge.timing import percentile, trimmed_mean
+
+PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
+
+
+@dataclass
+class KernelRow:
+    kernel: str
+    lang: str
+    dtype: str
+    size: str
+    timing: str
+    correct: bool
+    max_abs_error: float
+    max_rel_error: float
+    tolerance: float
+    flops: float = 0.0
+    bytes_moved: float = 0.0
+    p50_s: float = math.nan
+    p90_s: float = math.nan
+    p99_s: float = math.nan
+    mean_s: float = math.nan
+    min_s: float = math.nan
+    variation: float = math.nan  # CV of the tries' medians
+    stable: bool = False
+    tries: int = 0
+    dispatches: int = 0
+    flop_per_second: float = 0.0
+    bytes_per_second: float = 0.0
+    peak_ratio: float | None = None
+    try_medians_s: list[float] = field(default_factory=list)
+    latencies_s: list[float] = field(default_factory=list)
+
+    CSV_FIELDS = (
+        "kernel",
+        "lang",
+        "dtype",
+        "size",
+        "timing",
+        "correct",
+        "max_abs_error",
+        "max_rel_error",
+        "tolerance",
+        "p50_s",
+        "p90_s",
+        "p99_s",
+        "mean_s",
+        "min_s",
+        "variation",
+        "stable",
+        "tries",
+        "dispatches",
+        "flop_per_second",
+        "bytes_per_second",
+        "peak_ratio",
+    )
+
+    def summary(self) -> dict[str, Any]:
+        """Everything but the raw latencies (those go to edge_results.json only)."""
+        data = asdict(self)
+        data.pop("latencies_s")
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
+
+
+def model_summary(t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "runtime": t.runtime,
+        "model": t.model,
+        "load_s": t.load_s,
+        "iterations": len(t.latencies),
+        "mean_s": sum(t.latencies) / len(t.latencies),
+        "trimmed_mean_s": trimmed_mean(t.latencies, trim_ratio),
+        "trim_ratio": trim_ratio,
+        "max_abs_error": t.max_abs_error,
+        "max_rel_error": t.max_rel_error,
+        "agrees": t.agrees,
+        "note": t.note,
+        "memory_bytes": t.memory,
+    }
+    out.update({f"{name}_s": percentile(t.latencies, q) for name, q in PERCENTILES})
+    return out

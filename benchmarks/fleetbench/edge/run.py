@@ -1,0 +1,124 @@
+"""`fleetbench edge run`: the kernel set on one wgpu adapter, the MPS path, an ExecuTorch program.
+
+Plan (plan.py) -> time the kernels (measure.py) -> the model paths (models.py) -> metrics and
+headline (export.py), edge_results.json/.csv and latency PNGs (outputs.py) -> tables (display.py).
+A kernel or model whose output is wrong fails the run (exit 1) after everything else was written.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.console import Console
+
+from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.edge import gpu, outputs
+from fleetbench.edge.display import show_adapter, show_results
+from fleetbench.edge.export import peak_ratios, record_adapter, record_kernel_headline, record_peak_ratios
+from fleetbench.edge.measure import run_kernels
+from fleetbench.edge.models import run_mps_path, run_program
+from fleetbench.edge.plan import EdgePlan, plan_edge
+from fleetbench.edge.rows import KernelRow
+from fleetbench.errors import UserError
+from fleetbench.results.record import ResultRecord
+from fleetbench.telemetry.session import BenchmarkRun, open_run
+
+BENCHMARK = "edge"
+
+
+def _adapter_summary(rep: gpu.AdapterReport | None) -> dict[str, Any] | None:
+    if rep is None:
+        return None
+    data = rep.as_dict()
+    data.pop("vulkan_extensions")  # long; the full list is in edge_results.json
+    return data
+
+
+def write_outputs(
+    bench: BenchmarkRun,
+    plan: EdgePlan,
+    rows: list[KernelRow],
+    models: list[dict[str, Any]],
+    ratios: dict[str, float],
+    device: str,
+) -> None:
+    """edge_results.json (with every latency), edge_results.csv and one latency PNG per kernel."""
+    json_path = bench.run_dir / "edge_results.json"
+    outputs.write_json(
+        json_path,
+        {
+            "run_id": bench.identity.run_id,
+            "adapter": plan.adapter.as_dict() if plan.adapter else None,
+            "timing": plan.timing,
+            "kernels": [{**r.summary(), "latencies_s": r.latencies_s} for r in rows],
+            "gemm_peak_ratio": ratios,
+            "models": models,
+            "notes": plan.notes,
+        },
+    )
+    bench.add_artifact(json_path)
+    if rows:
+        csv_path = bench.run_dir / "edge_results.csv"
+        outputs.write_csv(csv_path, rows)
+        bench.add_artifact(csv_path)
+    if plan.cfg.plot and rows:
+        for path in outputs.write_latency_plots(bench.run_dir, rows, device):
+            bench.add_artifact(path)
+
+
+def device_of(plan: EdgePlan) -> tuple[str, str]:
+    """The adapter and its API; an ExecuTorch program alone runs on this CPU."""
+    if plan.adapter is not None:
+        return plan.adapter.device, plan.adapter.backend
+    from fleetbench.devices import cpu_model_name
+
+    return cpu_model_name(), "cpu"
+
+
+def wrong_kernels(rows: list[KernelRow]) -> list[str]:
+    return [
+        f"{r.kernel} {r.dtype} {r.size} (max rel error {r.max_rel_error:.2e} > {r.tolerance:g})"
+        for r in rows
+        if not r.correct
+    ]
+
+
+def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
+    """Plan, time the kernels, run the model paths, record and write everything; wrong results fail last."""
+    cfg = config.edge
+    plan = plan_edge(cfg, console)
+    device, backend = device_of(plan)
+    models: list[dict[str, Any]] = []
+    with open_run(config, BENCHMARK, cfg, device, backend) as bench:
+        if plan.adapter is not None:
+            show_adapter(console, plan.adapter, plan.timing)
+            record_adapter(bench, plan.adapter)
+        for note in plan.notes:
+            console.print(f"[yellow]{note}[/]")
+        rows = run_kernels(plan, bench, console)
+        ratios = peak_ratios(rows)
+        record_peak_ratios(bench, rows)
+        record_kernel_headline(bench, rows)
+        mps_summary = run_mps_path(cfg, bench, console, models)
+        failures = wrong_kernels(rows) + run_program(plan, bench, console, models)
+        bench.summary.update(
+            {
+                "adapter": _adapter_summary(plan.adapter),
+                "timing": plan.timing,
+                "timestamp_period_ns": plan.period_ns if plan.timing == "timestamp" else None,
+                "kernels": [r.summary() for r in rows],
+                "gemm_peak_ratio": ratios,
+                "notes": plan.notes,
+                "spirv_files": plan.spirv_files,
+                "mps": mps_summary,
+                "models": models,
+                "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+                "failures": failures,
+            }
+        )
+        write_outputs(bench, plan, rows, models, ratios, device)
+        show_results(console, rows, ratios, models, device, backend, plan.timing)
+        if failures:
+            raise UserError("wrong results: " + "; ".join(failures), exit_code=1)
+    return bench.result()
