@@ -109,3 +109,49 @@ def test_headline_figures_compare_by_metric_and_labels() -> None:
     a = HeadlineFigure(metric="fleetbench_step_seconds", value=1.0)
     b = HeadlineFigure(metric="fleetbench_step_seconds", value=2.0, samples=[2.0])
     assert a.key() == b.key() and a.better == "lower"
+
+
+PACKAGE = Path(__file__).resolve().parents[1] / "benchmarks" / "fleetbench"
+
+
+def imports_of(path: Path) -> list[tuple[str, list[str]]]:
+    """(module, names) of every `import x` and `from x import names` in one source file."""
+    import ast
+
+    found: list[tuple[str, list[str]]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.append((node.module, [alias.name for alias in node.names]))
+        elif isinstance(node, ast.Import):
+            found += [(alias.name, []) for alias in node.names]
+    return found
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def test_the_domain_never_imports_the_cli() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.parent.name == "cli" or path.name == "__main__.py" and path.parent == PACKAGE:
+            continue
+        offenders += [
+            f"{path.relative_to(PACKAGE)}: {m}" for m, _ in imports_of(path) if m.startswith("fleetbench.cli")
+        ]
+    assert offenders == []
+
+
+def test_no_module_imports_another_packages_private_name() -> None:
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        own = package_of("fleetbench." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts))
+        for module, names in imports_of(path):
+            if module.startswith("fleetbench") and package_of(module) != own:
+                offenders += [
+                    f"{path.relative_to(PACKAGE)}: {module}.{n}"
+                    for n in names
+                    if n.startswith("_") and not n.endswith("__")
+                ]
+    assert offenders == []

@@ -25,6 +25,7 @@ from fleetbench.cli import (
 )
 from fleetbench.cli.parser import OneLineParser
 from fleetbench.errors import UserError
+from fleetbench.logs import DEFAULT_LEVEL, LEVELS, LOG_LEVEL_ENV, level_from_env, setup_logging
 
 COMMAND_MODULES = (
     demo_cmd,
@@ -46,6 +47,12 @@ COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="fleetbench", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fleetbench {__version__}")
+    parser.add_argument(
+        "--log-level",
+        choices=LEVELS,
+        default=level_from_env(),
+        help=f"diagnostics shown on stderr (default: ${LOG_LEVEL_ENV}, else {DEFAULT_LEVEL})",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
     for module in COMMAND_MODULES:
         module.register(commands)
@@ -56,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     try:
         args = build_parser().parse_args(argv)
+        setup_logging(args.log_level)
         return int(args.handler(args, console))
     except UserError as exc:
         print(f"fleetbench: error: {exc}", file=sys.stderr)
