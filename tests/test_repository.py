@@ -37,3 +37,33 @@ def test_test_data_is_inside_the_repository() -> None:
     assert data.is_relative_to(REPO)
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["ncu-csv", "ncu-rep", "torch-trace"]
     assert (data / "README.md").is_file()
+
+
+def readme_layout() -> list[str]:
+    """The lines of the README's layout block (the fenced block after the layout marker)."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- layout", 1)[1].split("```", 2)[1]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_readme_layout_names_what_exists() -> None:
+    for line in readme_layout():
+        name = line.split()[0]
+        if "*" in name:
+            continue
+        base = REPO / "benchmarks" if name.startswith("fleetbench/") else REPO
+        assert (base / name).exists(), f"README layout names {name}, which is not in the tree"
+
+
+def test_every_top_level_entry_and_package_is_in_the_readme_layout() -> None:
+    lines = readme_layout()
+    named = {line.split()[0].rstrip("/") for line in lines}
+    tracked = {name.split("/")[0] for name in tracked_text_files() + ["tests/data"]}
+    hidden_but_shown = {".ci"}
+    assert {n for n in tracked if not n.startswith(".") or n in hidden_but_shown} - named == set()
+    package = REPO / "benchmarks" / "fleetbench"
+    subpackages = {f"fleetbench/{p.parent.name}" for p in package.glob("*/__init__.py")}
+    assert subpackages - named == set()
+    modules_line = next(line for line in lines if line.split()[0] == "fleetbench/*.py")
+    modules = {p.stem for p in package.glob("*.py") if not p.stem.startswith("__")}
+    assert {m for m in modules if m not in modules_line} == set()
