@@ -26,16 +26,20 @@ DOCKER_SOCKET = "/var/run/docker.sock"
 
 @dataclass(frozen=True)
 class Node:
+    """A node container: its name, its sshd port on 127.0.0.1 and its state folder."""
+
     name: str
     ssh_port: int
     state_dir: Path  # mounted at the same path inside the node
 
 
 def node_names(count: int) -> list[str]:
+    """Node names node1..nodeN, in order."""
     return [f"node{i}" for i in range(1, count + 1)]
 
 
 def ensure_key(state_dir: Path) -> Path:
+    """The cluster's SSH private key, made with ssh-keygen the first time."""
     key = state_dir / "id_ed25519"
     if not key.exists():
         state_dir.mkdir(parents=True, exist_ok=True)
@@ -191,6 +195,7 @@ def _wait_for_ssh(nodes: list[Node], state_dir: Path, console: Console, timeout_
 
 
 def cluster_down(state_dir: Path, console: Console, namespace: str = "fleetbench") -> list[str]:
+    """Remove the nodes and the containers the playbooks started on them; returns the node names removed."""
     from fleetbench.images.engine import connect
 
     client = connect()

@@ -30,10 +30,12 @@ def deploy_dir() -> Path:
 
 
 def playbooks(root: Path) -> list[str]:
+    """The playbook names in `root` (every *.yml but requirements.yml), sorted."""
     return sorted(p.stem for p in root.glob("*.yml") if p.name != "requirements.yml")
 
 
 def resolve_playbook(name: str, root: Path) -> Path:
+    """The playbook file for `name` (with or without .yml); UserError naming the accepted ones."""
     stem = name.removesuffix(".yml")
     if stem not in playbooks(root):
         raise UserError(f"unknown playbook {name!r}; accepted: {', '.join(playbooks(root))}")
@@ -41,6 +43,7 @@ def resolve_playbook(name: str, root: Path) -> Path:
 
 
 def resolve_inventory(path: Path) -> Path:
+    """The inventory as an absolute path; UserError when it is missing or holds no hosts file."""
     if not path.exists():
         raise UserError(
             f"inventory {path} does not exist; pass a folder with hosts.yml (e.g. deploy/inventories/example)"
@@ -51,11 +54,13 @@ def resolve_inventory(path: Path) -> Path:
 
 
 def vaulted_files(inventory: Path) -> list[Path]:
+    """The inventory's files encrypted with ansible-vault."""
     files = [inventory] if inventory.is_file() else [p for p in inventory.rglob("*") if p.is_file()]
     return [p for p in files if p.read_bytes()[:14] == b"$ANSIBLE_VAULT"]
 
 
 def check_vault(inventory: Path, vault_password_file: Path | None) -> None:
+    """Refuse a missing password file, or vaulted files with no password given (flag or ANSIBLE_VAULT_PASSWORD_FILE)."""
     locked = vaulted_files(inventory)
     if vault_password_file is not None and not vault_password_file.is_file():
         raise UserError(f"vault password file {vault_password_file} does not exist")
@@ -68,6 +73,8 @@ def check_vault(inventory: Path, vault_password_file: Path | None) -> None:
 
 @dataclass
 class HostProgress:
+    """One host's task counts so far and the task it last reported."""
+
     ok: int = 0
     changed: int = 0
     failed: int = 0
@@ -78,6 +85,8 @@ class HostProgress:
 
 @dataclass
 class DeployResult:
+    """How a playbook run ended: runner status and rc, per-host counts, the artifacts folder, failures."""
+
     status: str
     rc: int
     hosts: dict[str, dict[str, int]]
@@ -86,6 +95,7 @@ class DeployResult:
 
     @property
     def ok(self) -> bool:
+        """True when ansible-playbook succeeded and no host failed or was unreachable."""
         return self.rc == 0 and not any(h["failed"] or h["unreachable"] for h in self.hosts.values())
 
 
@@ -98,6 +108,7 @@ class ProgressView:
         self.failures: list[str] = []
 
     def handle(self, event: dict[str, Any]) -> bool:
+        """Count one ansible-runner event; returns True so that the runner also keeps it in its artifacts."""
         data = event.get("event_data", {})
         kind = event.get("event", "")
         if kind == "playbook_on_task_start":
@@ -122,6 +133,7 @@ class ProgressView:
         return True
 
     def table(self) -> Table:
+        """The live table: one row per host with its counts and last task."""
         table = Table(title=f"task: {self.task}" if self.task else None)
         for column in ("host", "ok", "changed", "failed", "unreachable", "last task"):
             table.add_column(column)
@@ -160,6 +172,11 @@ def run_playbook(
     tags: str | None = None,
     skip_tags: str | None = None,
 ) -> DeployResult:
+    """Run `playbook` on `inventory` through ansible-runner, with a live per-host table.
+
+    The runner's artifacts go under `artifacts_dir`. Raises UserError when ansible-playbook did not run
+    at all (no stats); a run in which hosts failed returns normally (see DeployResult.ok).
+    """
     import ansible_runner
 
     root = deploy_dir()
@@ -220,6 +237,7 @@ def run_playbook(
 
 
 def summary_table(result: DeployResult) -> Table:
+    """The closing per-host table of ok, changed, failed, unreachable and skipped counts."""
     table = Table(title=f"deploy: {result.status} (rc {result.rc})")
     for column in ("host", *STAT_KEYS.values()):
         table.add_column(column, justify="left" if column == "host" else "right")

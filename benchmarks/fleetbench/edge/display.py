@@ -21,6 +21,7 @@ def _ms(seconds: float) -> str:
 
 
 def kernel_table(rows: list[KernelRow], title: str) -> Table:
+    """One row per kernel, dtype and size: latency percentiles (ms), rates, variation, error, correctness."""
     table = Table(title=title, box=box.SIMPLE_HEAD, padding=(0, 1))
     for column in (
         "kernel",
@@ -56,6 +57,7 @@ def kernel_table(rows: list[KernelRow], title: str) -> Table:
 
 
 def model_table(models: list[dict[str, Any]]) -> Table:
+    """One row per model path: load and latency figures (ms), error against eager, agreement."""
     table = Table(title="model latency", box=box.SIMPLE_HEAD, padding=(0, 1))
     for column in ("runtime", "model", "load ms", "mean ms", "trimmed ms", "p90 ms", "rel err", "agrees"):
         table.add_column(column, justify="left" if column in ("runtime", "model") else "right", no_wrap=True)
@@ -83,6 +85,7 @@ def show(console: Console, renderable: Table) -> None:
 
 
 def yes_no(flag: bool) -> str:
+    """`yes` or `no`, as the adapter lines spell a flag."""
     return "yes" if flag else "no"
 
 

@@ -11,6 +11,7 @@ from fleetbench.telemetry.session import BenchmarkRun
 
 
 def record_kernel(run: BenchmarkRun, row: KernelRow) -> None:
+    """A kernel's error and correctness series; its latency, rate and try series when it was timed."""
     ident = {"kernel": row.kernel, "dtype": row.dtype, "size": row.size}
     run.metrics.set("fleetbench_edge_kernel_max_abs_error", row.max_abs_error, **ident)
     run.metrics.set("fleetbench_edge_kernel_max_rel_error", row.max_rel_error, **ident)
@@ -62,6 +63,7 @@ def record_peak_ratios(run: BenchmarkRun, rows: list[KernelRow]) -> None:
 
 
 def record_model(run: BenchmarkRun, t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
+    """A model path's load, latency, error and memory series and its headline figures; returns its summary."""
     summary = model_summary(t, trim_ratio)
     labels = {"runtime": t.runtime, "model": t.model}
     run.metrics.set("fleetbench_edge_model_load_seconds", t.load_s, **labels)
@@ -115,4 +117,5 @@ def record_adapter(run: BenchmarkRun, rep: gpu.AdapterReport) -> None:
 
 
 def yes_no(flag: bool) -> str:
+    """`yes` or `no`, as the adapter info series spells a flag."""
     return "yes" if flag else "no"

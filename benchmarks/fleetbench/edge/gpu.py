@@ -76,6 +76,7 @@ def _init_instance(backend: str) -> None:
 
 
 def enumerate_adapters(backend: str) -> list[Any]:
+    """wgpu's adapters of `backend` (`auto`: the primary backends); native probe output is filtered."""
     wgpu = optional_module("wgpu")
     sink: list[str] = []
     try:
@@ -91,12 +92,17 @@ def enumerate_adapters(backend: str) -> list[Any]:
 
 
 def describe(adapter: Any) -> str:
+    """`device (backend, type)` of an adapter, for messages."""
     return (
         f"{adapter.info.get('device') or '?'} ({adapter.info.get('backend_type')}, {adapter.info.get('adapter_type')})"
     )
 
 
 def select_adapter(backend_choice: str, name: str | None, power_preference: str) -> Any:
+    """The adapter to run on: by backend, then name, then the power preference's type order.
+
+    Raises UserError when wgpu is missing or no adapter fits, naming what this machine has.
+    """
     backend = resolve_backend(backend_choice)
     try:
         optional_module("wgpu")  # fails without the wgpu-native library
@@ -124,6 +130,8 @@ def select_adapter(backend_choice: str, name: str | None, power_preference: str)
 
 @dataclass
 class AdapterReport:
+    """What an adapter offers: identity, features, limits, Vulkan extensions and the measured subgroup size."""
+
     vendor: str
     device: str
     backend: str  # our lower-case name: vulkan, metal, d3d12, opengl
@@ -139,6 +147,7 @@ class AdapterReport:
     subgroup_size: int | None = None  # measured on the device (see measure_subgroup_size); None: not measured
 
     def has(self, feature: str) -> bool:
+        """Whether the adapter offers the wgpu feature `feature`."""
         return feature in self.features
 
     @property
@@ -150,6 +159,7 @@ class AdapterReport:
         return "yes" if any(values) else "no"
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as JSON-ready data (edge_results.json, `edge info --json`), key features flagged."""
         return {
             "vendor": self.vendor,
             "device": self.device,
@@ -169,6 +179,7 @@ class AdapterReport:
 
 
 def report(adapter: Any) -> AdapterReport:
+    """Describe `adapter`; for a Vulkan adapter the extension list comes from libvulkan."""
     info = adapter.info
     by_wgpu_name = {wgpu_name: ours for ours, (wgpu_name, _flag) in BACKENDS.items()}
     backend = by_wgpu_name.get(info.get("backend_type"), str(info.get("backend_type", "unknown")).lower())

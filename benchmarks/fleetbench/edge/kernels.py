@@ -34,6 +34,8 @@ FLOAT_DTYPES = ("float32", "float16")
 
 @dataclass(frozen=True)
 class KernelSpec:
+    """One kernel of the set: operation, source file and language, workgroup shape and what it needs."""
+
     name: str
     op: Literal["gemm", "softmax", "rmsnorm", "silu", "peak", "copy"]
     source: str  # relative to the kernels folder
@@ -51,6 +53,7 @@ class KernelSpec:
 
     @property
     def dtypes(self) -> tuple[str, ...]:
+        """The storage dtypes it runs at: u32 for the copy, float32 and float16 otherwise."""
         return ("u32",) if self.op == "copy" else FLOAT_DTYPES
 
 
@@ -294,6 +297,7 @@ def _evaluate(expr: str, name: str, value: int, where: str) -> int:
 
 
 def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a storage dtype name (float32, float16, u32)."""
     import numpy as np
 
     return np.dtype({"float32": np.float32, "float16": np.float16, "u32": np.uint32}[dtype])
@@ -321,6 +325,7 @@ class Problem:
 
     @property
     def label(self) -> str:
+        """`kernel dtype size`, as progress lines and errors name a problem."""
         return f"{self.spec.name} {self.dtype} {self.size}"
 
     def buffer_sizes(self) -> list[int]:
@@ -328,6 +333,7 @@ class Problem:
         return [*([] if self.texture_sizes else self.input_nbytes), self.output_nbytes]
 
     def inputs(self) -> list[np.ndarray]:
+        """The input arrays, drawn on first use and shared with the reference until `release`."""
         return self.make_inputs()
 
     def release(self) -> None:
@@ -345,11 +351,13 @@ class Drawn:
         self._value: list[np.ndarray] | None = None
 
     def __call__(self) -> list[np.ndarray]:
+        """The inputs, drawn by the factory the first time."""
         if self._value is None:
             self._value = self._factory()
         return self._value
 
     def release(self) -> None:
+        """Forget the drawn inputs so that their memory can be freed."""
         self._value = None
 
 
@@ -673,6 +681,7 @@ def check_limits(problem: Problem, limits: dict[str, int], adapter: str) -> None
 
 
 def source_path(kernels_dir: Path, spec: KernelSpec) -> Path:
+    """The kernel's source file in `kernels_dir`; UserError when it is missing."""
     path = kernels_dir / spec.source
     if not path.is_file():
         raise UserError(f"kernel source {path} is missing; check $FLEETBENCH_KERNELS_DIR or the checkout")

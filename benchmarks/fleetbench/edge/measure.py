@@ -76,6 +76,10 @@ def _input_texture(device: Any, array: Any, size: tuple[int, int], dtype: str) -
 
 
 def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | None = None) -> KernelRow:
+    """Warm up, check the first output against numpy, then time until stable; a wrong result stays untimed.
+
+    `on_try` is called with the number of each finished try (for progress).
+    """
     cfg, problem = plan.cfg, item.problem
     with bound(plan, item) as (timer, output):
         warm = [timer.run_once() for _ in range(cfg.warmup)]
@@ -120,6 +124,7 @@ def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | 
 
 
 def run_kernels(plan: EdgePlan, run: BenchmarkRun, console: Console) -> list[KernelRow]:
+    """Run every compiled problem under a progress bar, recording each row's metrics as it finishes."""
     rows: list[KernelRow] = []
     if not plan.compiled:
         return rows

@@ -22,6 +22,8 @@ TINY = "fleetbench.edge.model_factory:tiny"
 
 @dataclass
 class BuiltModel:
+    """A model ready to run or export: the module in eval mode, its example inputs, and how it was made."""
+
     name: str  # the `model` label: tiny, or the factory's name
     spec: str  # PKG.MODULE:FACTORY, recorded so a .pte's eager reference can be rebuilt
     module: torch.nn.Module
@@ -64,6 +66,11 @@ def _resolve(spec: str) -> Any:
 
 
 def build(spec: str | None, seed: int, batch: int = 1) -> BuiltModel:
+    """Build the model `spec` names (default: the tiny preset), torch seeded with `seed` first.
+
+    Raises UserError when the factory cannot be imported, raises, or returns something other than
+    (module, example_inputs) or a module with an `example_inputs` attribute.
+    """
     import torch
 
     spec = spec or TINY

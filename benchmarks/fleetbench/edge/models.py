@@ -13,6 +13,7 @@ from fleetbench.telemetry.session import BenchmarkRun
 
 
 def run_mps_path(cfg: EdgeConfig, run: BenchmarkRun, console: Console, models: list[dict[str, Any]]) -> dict[str, Any]:
+    """Time the model on PyTorch MPS and record it (appended to `models`); a skip reason where MPS is off or missing."""
     if not cfg.mps:
         return {"skipped": "edge.mps=false"}
     from fleetbench.edge import mps

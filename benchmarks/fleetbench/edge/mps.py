@@ -19,12 +19,14 @@ SKIP_REASON = "requires Apple silicon (MPS)"
 
 
 def mps_available() -> bool:
+    """Whether this is macOS with a usable MPS device."""
     import torch
 
     return sys.platform == "darwin" and bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
 
 
 def run_mps(built: BuiltModel, warmup: int, iterations: int, tolerance: float) -> ModelTiming:
+    """Time `built`'s forward on MPS, check it against the CPU output and read the Metal memory figures."""
     import torch
 
     device = torch.device("mps")

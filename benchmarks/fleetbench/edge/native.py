@@ -49,6 +49,7 @@ def native_stderr(sink: list[str]) -> Iterator[None]:
 
 
 def forward_unexpected(sink: list[str]) -> None:
+    """Pass on what native code wrote, except the lines known to be harmless noise."""
     for line in "".join(sink).splitlines():
         if line.strip() and not any(noise in line for noise in NOISE):
             print(line, file=sys.stderr)

@@ -19,6 +19,8 @@ def _atomic_text(path: Path, text: str) -> None:
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write `payload` as indented JSON, atomically, with NaN and infinities as null."""
+
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             return None
@@ -32,6 +34,7 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
 
 
 def write_csv(path: Path, rows: list[KernelRow]) -> None:
+    """Write one CSV row per kernel (KernelRow.CSV_FIELDS), atomically."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with partial.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=KernelRow.CSV_FIELDS)

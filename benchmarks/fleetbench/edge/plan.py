@@ -59,6 +59,8 @@ def quick(cfg: EdgeConfig) -> EdgeConfig:
 
 @dataclass
 class Compiled:
+    """A problem with its compiled pipeline and where its shader came from."""
+
     problem: Problem
     pipeline: Any
     source: str  # the file it came from (relative to the kernels folder), or the SPIR-V path
@@ -66,6 +68,8 @@ class Compiled:
 
 @dataclass
 class EdgePlan:
+    """Everything `edge run` needs, checked: adapter and device, timing, compiled problems, notes, the program."""
+
     cfg: EdgeConfig
     adapter: gpu.AdapterReport | None
     device: Any
@@ -78,6 +82,7 @@ class EdgePlan:
 
 
 def apply_cpu_affinity(cpus: list[int] | None) -> list[int] | None:
+    """Pin this process to `cpus` (Linux); returns the CPUs now allowed, or None when unset."""
     if cpus is None:
         return None
     if not hasattr(os, "sched_setaffinity"):

@@ -64,6 +64,7 @@ def _reason(log: list[str], exc: BaseException) -> str:
 
 
 def require_executorch() -> None:
+    """Refuse with the install hint when the ExecuTorch runtime cannot be imported."""
     sink: list[str] = []
     try:
         with native_stderr(sink):
@@ -75,6 +76,8 @@ def require_executorch() -> None:
 # --- export --------------------------------------------------------------------------------------
 @dataclass
 class ExportResult:
+    """One partitioner's export: the .pte (None when skipped, with the reason), delegated subgraphs, seconds."""
+
     partitioner: str
     path: Path | None
     delegated: int = 0
@@ -185,12 +188,15 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def sidecar_path(pte: Path) -> Path:
+    """The sidecar JSON beside a .pte (`<file>.pte.json`)."""
     return pte.with_name(pte.name + ".json")
 
 
 # --- runtime -------------------------------------------------------------------------------------
 @dataclass
 class LoadedProgram:
+    """A loaded .pte: its `forward` method, load time, input shapes and dtypes, and its sidecar (empty if none)."""
+
     path: Path
     program: Any  # kept alive as long as its method is used
     method: Any
@@ -200,6 +206,7 @@ class LoadedProgram:
 
     @property
     def model_name(self) -> str:
+        """The sidecar's model name, else the file's stem."""
         return str(self.sidecar.get("model") or self.path.stem)
 
 
@@ -252,6 +259,8 @@ def _registered() -> list[str]:
 
 @dataclass
 class ModelTiming:
+    """One runtime's latencies of one model (seconds), with its error against eager and memory figures where known."""
+
     runtime: str
     model: str
     load_s: float
@@ -322,6 +331,7 @@ def synthetic_inputs(loaded: LoadedProgram, seed: int) -> tuple[Any, ...]:
 
 
 def time_calls(call: Any, warmup: int, iterations: int) -> list[float]:
+    """Call `call` `warmup` times, then time `iterations` calls; latencies in seconds."""
     for _ in range(warmup):
         call()
     latencies = []

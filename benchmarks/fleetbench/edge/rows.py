@@ -14,6 +14,8 @@ PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
 
 @dataclass
 class KernelRow:
+    """One kernel at one dtype and size: correctness, latency statistics (seconds), rates and the raw samples."""
+
     kernel: str
     lang: str
     dtype: str
@@ -72,6 +74,7 @@ class KernelRow:
 
 
 def model_summary(t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
+    """A model path's figures for the record and the table: load, mean, trimmed mean and percentiles (seconds)."""
     out: dict[str, Any] = {
         "runtime": t.runtime,
         "model": t.model,

@@ -77,6 +77,7 @@ def device_of(plan: EdgePlan) -> tuple[str, str]:
 
 
 def wrong_kernels(rows: list[KernelRow]) -> list[str]:
+    """One line per kernel whose output disagreed with the numpy reference."""
     return [
         f"{r.kernel} {r.dtype} {r.size} (max rel error {r.max_rel_error:.2e} > {r.tolerance:g})"
         for r in rows

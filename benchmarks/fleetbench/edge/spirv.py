@@ -27,6 +27,7 @@ MISSING_GLSLC = (
 
 
 def glslc() -> str | None:
+    """The glslc to use ($FLEETBENCH_GLSLC, else the one on PATH), or None when there is none."""
     configured = os.environ.get(GLSLC_ENV)
     if configured:
         return configured if Path(configured).is_file() else shutil.which(configured)
@@ -34,6 +35,7 @@ def glslc() -> str | None:
 
 
 def flags_for(dtype: str) -> tuple[str, ...]:
+    """glslc flags for a storage dtype: float16 adds -DFLEETBENCH_F16."""
     return (*BASE_FLAGS, "-DFLEETBENCH_F16") if dtype == "float16" else BASE_FLAGS
 
 

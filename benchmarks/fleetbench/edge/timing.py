@@ -30,23 +30,29 @@ BATCH_TARGET_S = 0.05  # aim for submits of about this long
 
 @dataclass
 class Measurement:
+    """One kernel's tries (latencies in seconds per try) and whether their medians settled."""
+
     tries: list[list[float]]
     timing: str
     stable: bool
 
     @property
     def samples(self) -> list[float]:
+        """Every latency of every try, in order."""
         return [x for t in self.tries for x in t]
 
     @property
     def try_medians(self) -> list[float]:
+        """The median latency of each try."""
         return [statistics.median(t) for t in self.tries]
 
     @property
     def variation(self) -> float:
+        """Coefficient of variation of the tries' medians: the run-to-run variation."""
         return coefficient_of_variation(self.try_medians)
 
     def percentile(self, q: float) -> float:
+        """Percentile `q` (0-100) over every sample."""
         return percentile(self.samples, q)
 
 
@@ -62,6 +68,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def coefficient_of_variation(values: list[float]) -> float:
+    """Sample standard deviation over the mean; 0 for fewer than two values or a non-positive mean."""
     if len(values) < 2:
         return 0.0
     mean = statistics.fmean(values)
@@ -158,6 +165,7 @@ class DispatchTimer:
         dst.unmap()
 
     def sample(self, count: int) -> list[float]:
+        """Time `count` dispatches with this timer's method; latencies in seconds."""
         if self.timing == "wallclock":
             return [self.run_once() for _ in range(count)]
         out: list[float] = []
@@ -183,6 +191,7 @@ class DispatchTimer:
 
 
 def batch_size(estimate_s: float) -> int:
+    """Dispatches per sample so that one submit takes about BATCH_TARGET_S (at most BATCH)."""
     if estimate_s <= 0:
         return BATCH
     return max(1, min(BATCH, int(BATCH_TARGET_S / estimate_s)))
@@ -191,6 +200,10 @@ def batch_size(estimate_s: float) -> int:
 def run_try(
     timer: DispatchTimer, budget_s: float, min_iterations: int, max_iterations: int, estimate_s: float
 ) -> list[float]:
+    """One try: dispatches until `budget_s` is spent, within min/max iterations; latencies in seconds.
+
+    `estimate_s` (a warm-up's latency) sizes the batches.
+    """
     latencies: list[float] = []
     step = batch_size(estimate_s)
     start = time.perf_counter()
@@ -209,6 +222,10 @@ def measure_until_stable(
     cv_target: float,
     on_try: Callable[[int], None] | None = None,
 ) -> Measurement:
+    """Repeat `one_try` until the CV of the tries' medians is under `cv_target`, within min/max tries.
+
+    `on_try` gets the number of tries after each one; the Measurement says whether they settled.
+    """
     tries: list[list[float]] = []
     while True:
         tries.append(one_try())

@@ -72,6 +72,8 @@ class _PhysicalDeviceProperties(ctypes.Structure):
 
 @dataclass(frozen=True)
 class VulkanDevice:
+    """A physical device as the Vulkan loader reports it, with its device extensions."""
+
     name: str
     vendor_id: int
     device_id: int
@@ -81,6 +83,7 @@ class VulkanDevice:
     extensions: tuple[str, ...]
 
     def has(self, extension: str) -> bool:
+        """Whether the device offers the Vulkan extension `extension`."""
         return extension in self.extensions
 
 

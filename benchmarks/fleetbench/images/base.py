@@ -64,6 +64,7 @@ POLICY_RC = "#!/bin/sh\n# no service starts while an image is built\nexit 101\n"
 
 
 def mirrors() -> tuple[str, str]:
+    """The Debian and security mirrors: $FLEETBENCH_DEBIAN_MIRROR and $FLEETBENCH_DEBIAN_SECURITY_MIRROR, else deb.debian.org."""
     return (
         os.environ.get("FLEETBENCH_DEBIAN_MIRROR", DEFAULT_MIRROR).rstrip("/"),
         os.environ.get("FLEETBENCH_DEBIAN_SECURITY_MIRROR", DEFAULT_SECURITY_MIRROR).rstrip("/"),
@@ -71,6 +72,7 @@ def mirrors() -> tuple[str, str]:
 
 
 def sources(mirror: str, security: str) -> str:
+    """The base's apt sources (deb822): the suite, its updates and its security updates."""
     return (
         f"Types: deb\nURIs: {mirror}\nSuites: {SUITE} {SUITE}-updates\nComponents: main\n"
         "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
@@ -80,11 +82,13 @@ def sources(mirror: str, security: str) -> str:
 
 
 def recipe_hash() -> str:
+    """A short hash of what goes into the base; a base labelled with another one is made again."""
     recipe = {"v": RECIPE_VERSION, "suite": SUITE, "packages": PACKAGES, "apt": APT_CONF, "dpkg": DPKG_SLIM}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def base_exists(client: docker.DockerClient, ref: str) -> bool:
+    """Whether `ref` is on the engine and was made from the current recipe."""
     from docker.errors import ImageNotFound
 
     try:

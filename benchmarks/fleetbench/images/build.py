@@ -25,8 +25,8 @@ from rich.text import Text
 
 from fleetbench.errors import UserError
 from fleetbench.images.base import ensure_base
-from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
 from fleetbench.images.engine import connect
+from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
 from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, ensure_wheelhouse
 
 if TYPE_CHECKING:
@@ -39,6 +39,8 @@ TAIL_LINES = 25
 
 @dataclass(frozen=True)
 class SourceInfo:
+    """What the images are built from: project version, git revision, the tag part and the source URL."""
+
     version: str
     revision: str  # full commit, or "unknown" outside git
     short: str  # tag part: 12-char sha, "-dirty" when modified; "nogit" outside git
@@ -46,11 +48,14 @@ class SourceInfo:
 
     @property
     def tag_version(self) -> str:
+        """The version tag: `<version>-<short sha>[-dirty]`."""
         return f"{self.version}-{self.short}"
 
 
 @dataclass
 class BuildResult:
+    """One image built: tags, id, size in bytes, build seconds, steps from cache, size budget (MB) and log."""
+
     name: str
     variant: str
     tags: list[str]
@@ -82,6 +87,7 @@ def default_context() -> Path:
 
 
 def source_info(context: Path) -> SourceInfo:
+    """Version and source URL from pyproject.toml, revision from git (`nogit` outside a checkout)."""
     try:
         project = tomllib.loads((context / "pyproject.toml").read_text()).get("project", {})
     except (OSError, tomllib.TOMLDecodeError):
@@ -103,6 +109,7 @@ def source_info(context: Path) -> SourceInfo:
 
 
 def check_context(context: Path, specs: list[ImageSpec]) -> Path:
+    """The context as an absolute path; UserError when it is no folder or lacks a Dockerfile of `specs`."""
     if not context.is_dir():
         raise UserError(f"build context {context} is not a directory; pass the repository root (--context)")
     for spec in specs:
@@ -112,10 +119,12 @@ def check_context(context: Path, specs: list[ImageSpec]) -> Path:
 
 
 def declared_args(dockerfile: Path) -> set[str]:
+    """The ARG names a Dockerfile declares (only those are passed: Docker warns about the others)."""
     return set(re.findall(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", dockerfile.read_text(), flags=re.MULTILINE))
 
 
 def read_dockerignore(context: Path) -> list[str]:
+    """The patterns of the context's .dockerignore (none when it has none)."""
     path = context / ".dockerignore"
     if not path.is_file():
         return []
@@ -370,6 +379,7 @@ def _short(text: str, limit: int = 100) -> str:
 
 
 def results_table(results: list[BuildResult]) -> Table:
+    """The closing table: each image's tag, size against its budget, build time and steps from cache."""
     table = Table(title="images built", caption="each also tagged :latest (:latest-cpu for the cpu variant)")
     for column in ("image", "size", "budget", "build", "from cache"):
         table.add_column(column, justify="left" if column == "image" else "right")

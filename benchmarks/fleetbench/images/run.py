@@ -36,6 +36,8 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass(frozen=True)
 class RunPlan:
+    """The container `images run` starts: image, command, user, environment, mounts, capabilities, devices."""
+
     image: str
     command: list[str]
     user: str
@@ -50,6 +52,10 @@ class RunPlan:
 def find_image(
     client: docker.DockerClient, spec: ImageSpec, namespace: str, variant: str | None, tag: str | None, gpus: bool
 ) -> str:
+    """The image to run: `tag` when given, else the latest of `variant` (cuda first when unset).
+
+    Raises UserError, with the command that builds it, when none is on the engine.
+    """
     from docker.errors import ImageNotFound
 
     repository = spec.repository(namespace)
@@ -75,6 +81,7 @@ def find_image(
 
 
 def gpu_requests(gpus: str | None, spec: ImageSpec) -> list[Any]:
+    """Docker device requests for `--gpus` (all, a count or ids); none without it."""
     if not gpus:
         return []
     from docker.types import DeviceRequest
@@ -90,6 +97,7 @@ def gpu_requests(gpus: str | None, spec: ImageSpec) -> list[Any]:
 
 
 def parse_env(pairs: list[str]) -> dict[str, str]:
+    """NAME=VALUE pairs as a dict; UserError for a malformed pair."""
     env: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -114,6 +122,7 @@ def plan_run(
     env: dict[str, str] | None = None,
     user: str | None = None,
 ) -> RunPlan:
+    """Check the options and settle image, results folder, user and environment, before anything starts."""
     spec = benchmark_spec(name)
     requests = gpu_requests(gpus, spec)
     for device in devices or []:
@@ -148,6 +157,7 @@ def plan_run(
 
 
 def benchmark_spec(name: str) -> ImageSpec:
+    """The spec of a benchmark image; UserError for a service, which `images run` does not start."""
     from fleetbench.images.specs import IMAGES
 
     spec = get_spec(name)

@@ -33,11 +33,14 @@ class Wheels:
 
     @property
     def key(self) -> str:
+        """The wheelhouse folder name, e.g. py311-cpu."""
         return f"py{self.python.replace('.', '')}-{self.torch_flavor}"
 
 
 @dataclass(frozen=True)
 class ImageSpec:
+    """One image of the suite: its Dockerfile, variants, wheelhouse, and what running it needs."""
+
     name: str
     summary: str
     dockerfile: str  # relative to the build context (the repository root)
@@ -55,9 +58,11 @@ class ImageSpec:
     size_budget_mb: dict[str, int] = field(default_factory=dict)  # variant -> budget (docs: containers/README.md)
 
     def tag_suffix(self, variant: str) -> str:
+        """The tag suffix of `variant`: none for cuda, `-cpu` for cpu."""
         return "" if variant == "cuda" else f"-{variant}"
 
     def repository(self, namespace: str) -> str:
+        """`<namespace>/<name>`."""
         return f"{namespace}/{self.name}"
 
 
@@ -154,10 +159,12 @@ CPU_DEFAULT_IMAGES = ("trainer", "edge-vulkan")
 
 
 def image_names_text() -> str:
+    """The image names, comma-separated, for messages."""
     return ", ".join(IMAGES)
 
 
 def get_spec(name: str) -> ImageSpec:
+    """The spec named `name`; UserError listing the accepted names."""
     try:
         return IMAGES[name]
     except KeyError:
@@ -165,6 +172,7 @@ def get_spec(name: str) -> ImageSpec:
 
 
 def check_variant(variant: str) -> str:
+    """`variant` when it is one of VARIANTS; UserError otherwise."""
     if variant not in VARIANTS:
         raise UserError(f"unknown variant {variant!r}; accepted: {', '.join(VARIANTS)}")
     return variant
@@ -197,8 +205,10 @@ def resolve_build_order(names: list[str], variant: str) -> list[ImageSpec]:
 
 
 def local_base(namespace: str) -> str:
+    """The local offline base's reference in `namespace`."""
     return f"{namespace}/{LOCAL_BASE_NAME}:{LOCAL_BASE_TAG}"
 
 
 def base_image_for(spec: ImageSpec, variant: str, namespace: str) -> str:
+    """The BASE_IMAGE of an image not built FROM another: its upstream base for cuda, the local base for cpu."""
     return spec.upstream_base if variant == "cuda" else local_base(namespace)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, BinaryIO
 from rich.console import Console
 
 from fleetbench.errors import UserError
-from fleetbench.images.specs import DEFAULT_NAMESPACE, get_spec
 from fleetbench.images.engine import connect
 from fleetbench.images.run import find_image
+from fleetbench.images.specs import DEFAULT_NAMESPACE, get_spec
 
 if TYPE_CHECKING:
     import docker
@@ -47,6 +47,7 @@ def save_images(
     variant: str | None = None,
     client: docker.DockerClient | None = None,
 ) -> int:
+    """Write every tag of `names` to one archive (`-`: standard output); returns the bytes written."""
     if not names:
         raise UserError("name at least one image to save (e.g. trainer edge-vulkan)")
     if output == "-" and sys.stdout.isatty():
@@ -90,6 +91,7 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
 
 
 def load_images(source: str, console: Console, *, client: docker.DockerClient | None = None) -> list[str]:
+    """Load an archive written by `images save` (`-`: standard input); returns the loaded image names."""
     from docker.errors import APIError
 
     client = client or connect()
@@ -102,7 +104,8 @@ def load_images(source: str, console: Console, *, client: docker.DockerClient | 
         stream = path.open("rb")
     loaded: list[str] = []
     try:
-        for message in client.api.load_image(_chunks(stream)):
+        # docker-stubs leave APIClient.load_image unannotated.
+        for message in client.api.load_image(_chunks(stream)):  # type: ignore[no-untyped-call]
             if "error" in message:
                 raise UserError(f"loading {source} failed: {' '.join(str(message['error']).split())}")
             text = str(message.get("stream", "")).strip()

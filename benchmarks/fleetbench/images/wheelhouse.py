@@ -45,6 +45,8 @@ WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+
 
 @dataclass(frozen=True)
 class Wheelhouse:
+    """A wheelhouse on disk: path, WHEELHOUSE build arg, whether it was just downloaded, file count, bytes."""
+
     path: Path  # absolute
     context_path: str  # relative to the build context, for the WHEELHOUSE build arg
     downloaded: bool
@@ -53,6 +55,7 @@ class Wheelhouse:
 
 
 def torch_spec() -> str:
+    """The torch requirement: $TORCH_SPEC, else DEFAULT_TORCH_SPEC; UserError when it is not a torch requirement."""
     spec = os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC).strip()
     if not re.fullmatch(r"torch\s*(==|~=|>=|<=|>|<)?\s*[A-Za-z0-9.+!*]*", spec):
         raise UserError(f"TORCH_SPEC={spec!r} is not accepted; use a torch requirement such as torch==2.13.0")
@@ -130,6 +133,7 @@ def platform_args(glibc_minor: int, arch: str) -> list[str]:
 
 
 def pins(files: list[str]) -> list[str]:
+    """`name==version` of each wheel file name, sorted by file name."""
     out = []
     for name in sorted(files):
         match = WHEEL_NAME.match(name)
@@ -139,6 +143,7 @@ def pins(files: list[str]) -> list[str]:
 
 
 def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelhouse:
+    """The wheelhouse of `wheels`, downloaded with pip unless its stamp matches the current inputs."""
     torch = torch_spec()
     common, additions = requirement_sets(context, wheels, torch)
     target = _pip_target_args(wheels)
