@@ -11,6 +11,7 @@ from conftest import run_cli
 from fleetbench.results.store import read_records
 from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import free_port
+from fleetbench.telemetry.catalogue import HEADLINES
 
 pytestmark = pytest.mark.services
 
@@ -42,6 +43,18 @@ def test_demo_runs_end_to_end_and_leaves_prometheus_up(tmp_path: Path) -> None:
         assert {r.benchmark for r in records} >= {"probe"}
         assert all(r.status == "ok" for r in records)
         probe = next(r for r in records if r.benchmark == "probe")
+        # Every stage's record carries the headline its benchmark declares, each figure named there.
+        for record in records:
+            declared = set(HEADLINES[record.benchmark])
+            assert record.headline and {f.metric for f in record.headline} <= declared, record.benchmark
+        train = next(r for r in records if r.benchmark == "train" and r.rank == 0)
+        step = next(f for f in train.headline if f.metric == "fleetbench_step_seconds")
+        assert len(step.samples) >= 10 and min(step.samples) <= step.value <= max(step.samples)
+        assert {f.metric for f in train.headline} >= {
+            "fleetbench_train_device_tokens_per_second",
+            "fleetbench_process_peak_rss_bytes",
+            "fleetbench_train_loss",
+        }
         assert (tmp_path / "results" / "demo-1" / "fleetbench_probe_rank0.prom").is_file()
         # The services stay up after the demo, holding the run's series.
         prometheus = PrometheusClient(f"http://127.0.0.1:{env['FLEETBENCH_PROMETHEUS_PORT']}")
