@@ -18,6 +18,8 @@ from fleetbench.devices import DeviceInfo
 
 @dataclass(frozen=True)
 class ProbeResult:
+    """One timed operation: its median time and spread, and the FLOPs and bytes of one run of it."""
+
     probe: str  # "matmul" or "copy"
     dtype: str
     size: str  # label value: "1024" (matmul n) or "64MiB" (copy)
@@ -30,18 +32,22 @@ class ProbeResult:
 
     @property
     def flop_per_second(self) -> float:
+        """Achieved FLOP/s at the median time (0 for a copy, which counts no FLOPs)."""
         return self.flops / self.median_s
 
     @property
     def bytes_per_second(self) -> float:
+        """Achieved bytes/s at the median time, from the minimum traffic of one operation."""
         return self.bytes_moved / self.median_s
 
     @property
     def spread_ratio(self) -> float:
+        """Interquartile range over the median: how steady the timing was."""
         return self.iqr_s / self.median_s
 
 
 def count_flops(fn: Callable[[], object]) -> int:
+    """FLOPs of one call of `fn`, as torch.utils.flop_counter counts them."""
     with FlopCounterMode(display=False) as counter:
         fn()
     return int(counter.get_total_flops())
@@ -49,6 +55,8 @@ def count_flops(fn: Callable[[], object]) -> int:
 
 @dataclass(frozen=True)
 class OpTiming:
+    """What torch.utils.benchmark measured for one operation (seconds per operation)."""
+
     median_s: float
     iqr_s: float
     operations: int
@@ -66,6 +74,7 @@ def time_op(fn: Callable[[], object], device: DeviceInfo, min_run_time_s: float,
 
 
 def matmul_probe(n: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
+    """Time C = A @ B for n x n matrices of `dtype` (seeded by n, so every run multiplies the same values)."""
     generator = torch.Generator(device="cpu").manual_seed(n)
     a = torch.randn(n, n, generator=generator).to(device=device.torch_device, dtype=dtype)
     b = torch.randn(n, n, generator=generator).to(device=device.torch_device, dtype=dtype)
@@ -91,6 +100,7 @@ def matmul_probe(n: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s:
 
 
 def copy_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
+    """Time a device-to-device copy of `mib` MiB: a read and a write of every byte."""
     element_size = torch.empty((), dtype=dtype).element_size()
     numel = mib * 2**20 // element_size
     src = torch.ones(numel, device=device.torch_device, dtype=dtype)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import shutil
 import time
 import warnings
@@ -25,14 +26,15 @@ from math import prod
 from pathlib import Path
 from typing import Any
 
-import torch
-from torch.profiler import ProfilerActivity, profile, schedule
+from torch.profiler import DeviceType, ProfilerActivity, profile, schedule
 
 from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.profile.names import label
 from fleetbench.profile.roofline.analysis import OpStat
 from fleetbench.profile.workloads import Workload
+
+log = logging.getLogger(__name__)
 
 # Element sizes of the dtype strings torch.profiler records for op inputs.
 ELEMENT_SIZE = {
@@ -96,6 +98,8 @@ VIEW_OPS = frozenset(
 
 @dataclass
 class CaptureResult:
+    """What a capture left in the run folder (`files` by kind) and the per-op figures it read."""
+
     out_dir: Path
     files: dict[str, Path]
     ops: list[OpStat]
@@ -106,6 +110,7 @@ class CaptureResult:
 
 
 def input_bytes(shapes: list[Any], dtypes: list[Any]) -> int:
+    """Bytes of an op's tensor inputs, from the shapes and dtypes torch.profiler recorded (others count 0)."""
     total = 0
     for shape, dtype in zip(shapes, dtypes, strict=False):
         size = ELEMENT_SIZE.get(str(dtype))
@@ -123,7 +128,7 @@ def op_stats(events: Any, on_gpu: bool) -> list[OpStat]:
     )
     for event in events:
         if (
-            event.device_type != torch.autograd.DeviceType.CPU
+            event.device_type != DeviceType.CPU
             or getattr(event, "is_python_function", False)
             or event.name.startswith(SKIPPED_OPS)
         ):
@@ -162,6 +167,7 @@ def op_stats(events: Any, on_gpu: bool) -> list[OpStat]:
 
 
 def write_trace(prof: profile, out_dir: Path, gzip_above_mib: float) -> Path:
+    """Export the Chrome trace; gzip it when it is larger than `gzip_above_mib` MiB."""
     plain = out_dir / "trace.json"
     prof.export_chrome_trace(str(plain))
     if plain.stat().st_size <= gzip_above_mib * 2**20:
@@ -180,6 +186,10 @@ def capture(
     out_dir: Path,
     progress: Callable[[str], None] | None = None,
 ) -> CaptureResult:
+    """Run `workload` under torch.profiler and write its files into `out_dir` (see the module docstring).
+
+    `progress` receives a short line per step, for a status display.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     on_gpu = device.backend == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
@@ -209,6 +219,7 @@ def capture(
             workload.run_once()
             device.synchronize()
     wall = time.perf_counter() - started
+    log.debug("torch.profiler ran the workload in %.2f s", wall)
     files: dict[str, Path] = {}
     notes: list[str] = []
     sort_key = "self_device_time_total" if on_gpu else "self_cpu_time_total"
@@ -227,8 +238,10 @@ def capture(
             files["memory_timeline"] = target
         except Exception as exc:  # the exporter fails on some event mixes; the rest of the capture stands
             notes.append(f"memory timeline not written: {type(exc).__name__}: {exc}")
+            log.warning(notes[-1])
     else:
         notes.append("memory timeline needs profile_memory, record_shapes and with_stack")
+        log.info(notes[-1])
     ops = op_stats(prof.events(), on_gpu)
     files["ops"] = out_dir / "ops.json"
     files["ops"].write_text(json.dumps([asdict(op) for op in ops], indent=1), encoding="utf-8")
@@ -244,5 +257,6 @@ def capture(
 
 
 def load_ops(path: Path) -> list[OpStat]:
+    """The ops.json a capture wrote, back as OpStat rows."""
     data = json.loads(path.read_text(encoding="utf-8"))
     return [OpStat(**row) for row in data]

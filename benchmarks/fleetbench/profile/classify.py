@@ -26,7 +26,8 @@ class ThresholdSettings(Protocol):
     """Anything with a `thresholds` model, as the profile config section has."""
 
     @property
-    def thresholds(self) -> BaseModel: ...
+    def thresholds(self) -> BaseModel:
+        """The `profile.thresholds` model, whose fields are those of `Thresholds`."""
 
 
 CLASSES: Final = ("memory_bound", "compute_bound", "balanced", "latency_bound", "unknown")
@@ -56,6 +57,8 @@ FIXES_SHORT: Final[dict[str, str]] = {
 
 @dataclass(frozen=True)
 class Thresholds:
+    """The class boundaries, as utilisations in 0-1 (see the module docstring for the rules)."""
+
     memory_bound_compute_below: float = 0.25
     memory_bound_memory_above: float = 0.75
     compute_bound_compute_above: float = 0.75
@@ -65,6 +68,8 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Classification:
+    """A verdict: the class, the figures that led to it, and the main fix for that class."""
+
     cls: str
     reason: str
     fix: str

@@ -1,4 +1,7 @@
-"""The tables the profiling commands print (rich). Absent figures print as `absent`, never as 0."""
+"""The tables the profiling commands print (rich). Absent figures print as `absent`, never as 0.
+
+Notes (what a run could not do, what it left off a chart) are logged where they arise, not printed here.
+"""
 
 from __future__ import annotations
 
@@ -21,10 +24,12 @@ ABSENT = "absent"
 
 
 def pct(value: float | None) -> str:
+    """A 0-1 ratio as a percentage with one decimal."""
     return ABSENT if value is None else f"{value * 100:.1f}%"
 
 
 def seconds(value: float | None) -> str:
+    """A duration in s, ms or us, whichever reads best."""
     if value is None:
         return ABSENT
     if value >= 1:
@@ -35,14 +40,17 @@ def seconds(value: float | None) -> str:
 
 
 def scaled(value: float | None, unit: str, scale: float = 1e9, digits: int = 1) -> str:
+    """`value / scale` with thousands separators and `unit` (GFLOP/s by default)."""
     return ABSENT if value is None else f"{value / scale:,.{digits}f} {unit}"
 
 
 def number(value: float | None, digits: int = 3) -> str:
+    """A plain figure to `digits` significant digits."""
     return ABSENT if value is None else f"{value:.{digits}g}"
 
 
 def trace_tables(summary: TraceSummary) -> list[Table]:
+    """Temporal breakdown and top kernels (when the trace has device events), then the top CPU ops."""
     tables = []
     if summary.devices:
         table = Table(title=f"temporal breakdown (HTA): {summary.path}", title_justify="left")
@@ -78,7 +86,8 @@ def trace_tables(summary: TraceSummary) -> list[Table]:
 
 
 def trace_lines(summary: TraceSummary) -> list[str]:
-    lines = [summary.note] if summary.note else []
+    """The CPU side in words: launch gaps and how busy the two busiest CPU threads were."""
+    lines = []
     if summary.launch is not None:
         launch = summary.launch
         lines.append(
@@ -93,6 +102,7 @@ def trace_lines(summary: TraceSummary) -> list[str]:
 
 
 def ncu_table(summary: NcuSummary, launches: bool = False) -> Table:
+    """Speed-of-light, FLOP/s, DRAM bytes, intensity and class per kernel, or per launch with `launches`."""
     table = Table(
         title=f"Nsight Compute: {summary.path} ({summary.format}, {len(summary.kernels)} launches, "
         f"{', '.join(summary.devices)})",
@@ -140,6 +150,8 @@ def ncu_table(summary: NcuSummary, launches: bool = False) -> Table:
 
 @dataclass
 class FixRow:
+    """One row of the class-and-fix table, from a kernel group or a torch op."""
+
     name: str
     time_s: float | None
     compute: float | None  # utilisation 0-1 (SOL, or achieved over peak)
@@ -149,6 +161,7 @@ class FixRow:
 
 
 def fixes_table(title: str, rows: Iterable[FixRow]) -> Table:
+    """What limits each kernel or op and the main fix: the answer a profiling command ends with."""
     table = Table(title=title, title_justify="left")
     table.add_column("kernel / op", overflow="fold", max_width=40)
     for column in ("time", "compute", "memory"):
@@ -161,6 +174,7 @@ def fixes_table(title: str, rows: Iterable[FixRow]) -> Table:
 
 
 def ncu_fix_rows(summary: NcuSummary, top: int) -> list[FixRow]:
+    """The `top` kernel groups of a report as rows of the fixes table."""
     return [
         FixRow(g.short, g.duration_s, g.compute_sol, g.memory_sol, g.cls, FIXES_SHORT[g.cls])
         for g in summary.groups[:top]
@@ -168,6 +182,7 @@ def ncu_fix_rows(summary: NcuSummary, top: int) -> list[FixRow]:
 
 
 def peaks_table(peaks: Iterable[Peaks]) -> Table:
+    """The roofs: peak FLOP/s per dtype, bandwidth and the ridge point of each."""
     table = Table(title="peaks under the roofline", title_justify="left")
     for column in ("device", "source", "dtype", "peak", "bandwidth", "ridge"):
         table.add_column(column, justify="left" if column in ("device", "source", "dtype") else "right")
@@ -186,6 +201,7 @@ def peaks_table(peaks: Iterable[Peaks]) -> Table:
 
 
 def roofline_table(roofline: Roofline, top: int) -> Table:
+    """The first `top` points: achieved FLOP/s, intensity, which roof caps them and how close they get."""
     table = Table(title=roofline.title, title_justify="left")
     for column in ("point", "time", "GFLOP/s", "FLOP/B", "ridge", "side", "of roof", "class"):
         table.add_column(column, justify="left" if column in ("point", "side", "class") else "right")
@@ -203,51 +219,53 @@ def roofline_table(roofline: Roofline, top: int) -> Table:
     return table
 
 
-def show_profile(
-    console: Console,
-    summary: TraceSummary,
-    result: CaptureResult,
-    peaks: Peaks,
-    roofline: Roofline,
-    rows: list[dict[str, Any]],
-    top: int,
-    device: str,
-    run_dir: Path,
-) -> None:
+@dataclass(frozen=True)
+class ProfileOutcome:
+    """What one `fleetbench profile` run found, as its closing display needs it."""
+
+    summary: TraceSummary
+    capture: CaptureResult
+    peaks: Peaks
+    roofline: Roofline
+    rows: list[dict[str, Any]]  # the top ops, from roofline.analysis.op_rows
+    device: str
+    run_dir: Path
+
+
+def show_profile(console: Console, outcome: ProfileOutcome, top: int) -> None:
     """What `fleetbench profile` prints: the trace breakdown, peaks, roofline, where the files are,
     and last what limits the top ops and the fix for each (the answer a reader came for)."""
-    for table in trace_tables(summary):
+    files = outcome.capture.files
+    for table in trace_tables(outcome.summary):
         console.print(table)
-    for line in trace_lines(summary) + result.notes + roofline.notes:
+    for line in trace_lines(outcome.summary):
         console.print(line)
-    console.print(peaks_table([peaks]))
-    if roofline.points:
-        console.print(roofline_table(roofline, top))
+    console.print(peaks_table([outcome.peaks]))
+    if outcome.roofline.points:
+        console.print(roofline_table(outcome.roofline, top))
     console.print(
-        f"trace (ui.perfetto.dev): {result.files['trace']}\nroofline: {result.files['roofline_png']}\n"
-        f"key_averages: {result.files['key_averages']}\nresult record: {run_dir / 'records.jsonl'}",
+        f"trace (ui.perfetto.dev): {files['trace']}\nroofline: {files['roofline_png']}\n"
+        f"key_averages: {files['key_averages']}\nresult record: {outcome.run_dir / 'records.jsonl'}",
         soft_wrap=True,
     )
-    if not rows:
+    if not outcome.rows:
         console.print("no torch ops were recorded: nothing to classify")
         return
     console.print(
         fixes_table(
-            f"top ops on {device}: class and main fix",
+            f"top ops on {outcome.device}: class and main fix",
             [
                 FixRow(r["short"], r["self_time_s"], r["compute_ratio"], r["memory_ratio"], r["class"], r["fix_short"])
-                for r in rows
+                for r in outcome.rows
             ],
         )
     )
 
 
-def show_ncu(console: Console, summary: NcuSummary, roofline: Roofline, top: int, files: Iterable[Path]) -> None:
+def show_ncu(console: Console, summary: NcuSummary, top: int, files: Iterable[Path]) -> None:
     """The kernels of an Nsight Compute report, their class and fix, and where the outputs went."""
     console.print(ncu_table(summary))
     console.print(fixes_table("kernels: class and main fix", ncu_fix_rows(summary, top)))
-    for note in roofline.notes:
-        console.print(note)
     console.print("\n".join(str(path) for path in files), soft_wrap=True)
 
 
@@ -256,6 +274,4 @@ def show_roofline(console: Console, shown: list[Peaks], roofline: Roofline, top:
     console.print(peaks_table(shown))
     if roofline.points:
         console.print(roofline_table(roofline, top))
-    for note in roofline.notes:
-        console.print(note)
     console.print(f"roofline: {png}", soft_wrap=True)

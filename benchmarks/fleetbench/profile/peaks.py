@@ -10,9 +10,12 @@ roofline does not pay for it on every run; `profile.remeasure_peaks=true` measur
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
-from dataclasses import asdict, dataclass, field
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +27,13 @@ from fleetbench.devices import DeviceInfo
 from fleetbench.probe.compute import ProbeResult, copy_probe, dtype_name, matmul_probe, time_op
 from fleetbench.runinfo import utc_now
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class DatasheetPeak:
+    """One GPU's datasheet figures (dense FLOP/s; None where the GPU lacks the format) and where they come from."""
+
     model: str
     bf16_tensor: float | None  # dense (no sparsity) FLOP/s
     fp16_tensor: float | None
@@ -86,6 +93,7 @@ DATASHEET: tuple[tuple[str, DatasheetPeak], ...] = (
 
 
 def datasheet_peak(device_name: str) -> DatasheetPeak | None:
+    """The first DATASHEET entry whose pattern matches the device name, or None for an unknown device."""
     name = device_name.lower()
     for pattern, peak in DATASHEET:
         if re.search(pattern, name):
@@ -116,6 +124,7 @@ class Peaks:
 
 
 def peaks_from_datasheet(device_name: str, backend: str = "cuda") -> Peaks | None:
+    """The datasheet roofs of a known GPU (bf16, fp16, fp32 where listed), or None."""
     sheet = datasheet_peak(device_name)
     if sheet is None:
         return None
@@ -160,17 +169,21 @@ def triad_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s
 
 
 def default_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/fleetbench/peaks, else ~/.cache/fleetbench/peaks."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "fleetbench" / "peaks"
 
 
 def cache_file(cache_dir: Path, device: DeviceInfo, threads: int) -> Path:
+    """The cache entry of one device and thread count (peaks on the CPU depend on the threads)."""
     slug = re.sub(r"[^A-Za-z0-9]+", "-", f"{device.backend}-{device.name}").strip("-").lower()
     return cache_dir / f"{slug}-t{threads}.json"
 
 
 @dataclass
 class PeakRequest:
+    """What to measure: matmul FLOP/s per dtype at size n, bandwidth on `copy_mib` MiB arrays."""
+
     dtypes: list[str]
     matmul_n: int
     copy_mib: int
@@ -181,6 +194,10 @@ class PeakRequest:
 def default_request(
     device: DeviceInfo, matmul_n: int | None, copy_mib: int | None, min_run_time_s: float, workload_dtype: str | None
 ) -> PeakRequest:
+    """Sizes large enough to reach the peak on this backend (unless given) and the dtypes worth a roof.
+
+    On a GPU: fp16, bf16 and fp32; on the CPU fp32 alone; plus the workload's own dtype.
+    """
     gpu = device.backend == "cuda"
     dtypes = ["float16", "bfloat16", "float32"] if gpu else ["float32"]
     if workload_dtype and workload_dtype not in dtypes:
@@ -203,9 +220,17 @@ def _load_cache(path: Path) -> dict[str, Any]:
 
 
 def measured_peaks(
-    device: DeviceInfo, request: PeakRequest, cache_dir: Path, remeasure: bool = False, warn: Any = None
+    device: DeviceInfo,
+    request: PeakRequest,
+    cache_dir: Path,
+    remeasure: bool = False,
+    warn: Callable[[str], None] = log.warning,
 ) -> Peaks:
-    """Measured peaks of this device, from the cache when it answers the request, else measured now."""
+    """Measured peaks of this device, from the cache when it answers the request, else measured now.
+
+    A cache that cannot be written is reported through `warn` and the run goes on.
+    """
+    started = time.perf_counter()
     path = cache_file(cache_dir, device, request.threads)
     cached = {} if remeasure else _load_cache(path)
     same_setup = (
@@ -248,8 +273,12 @@ def measured_peaks(
             tmp.write_text(json.dumps(entry, indent=2), encoding="utf-8")
             os.replace(tmp, path)
         except OSError as exc:
-            if warn is not None:
-                warn(f"peak cache {path} not written ({exc.strerror or exc}); peaks will be measured again")
+            warn(f"peak cache {path} not written ({exc.strerror or exc}); peaks will be measured again")
+        log.info(
+            "peaks of %s: measured %s in %.1f s", device.name, ", ".join(measured_now), time.perf_counter() - started
+        )
+    else:
+        log.info("peaks of %s: reusing the measurement of %s cached in %s", device.name, entry["measured_at"], path)
     return Peaks(
         device=device.name,
         backend=device.backend,
@@ -265,10 +294,6 @@ def measured_peaks(
     )
 
 
-def peaks_dict(peaks: Peaks) -> dict[str, Any]:
-    return asdict(peaks)
-
-
 def local_peaks(cfg: ProfileConfig, device: DeviceInfo, workload_dtype: str | None, console: Console) -> Peaks:
     """This device's measured peaks, cached per device, with a status line while they are measured."""
     request = default_request(device, cfg.peak_matmul_size, cfg.peak_copy_mib, cfg.peak_min_run_time_s, workload_dtype)
@@ -278,5 +303,4 @@ def local_peaks(cfg: ProfileConfig, device: DeviceInfo, workload_dtype: str | No
             request,
             cfg.peaks_cache_dir or default_cache_dir(),
             cfg.remeasure_peaks,
-            warn=lambda text: console.print(f"[yellow]{text}[/]"),
         )

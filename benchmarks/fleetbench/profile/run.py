@@ -7,6 +7,7 @@ to results/<run_id>/profile/.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 
 from rich.console import Console
@@ -15,7 +16,7 @@ from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import resolve_device
 from fleetbench.profile.capture import capture
 from fleetbench.profile.classify import thresholds_of
-from fleetbench.profile.display import show_profile
+from fleetbench.profile.display import ProfileOutcome, show_profile
 from fleetbench.profile.export import record_ops, record_peaks, record_trace, write_json
 from fleetbench.profile.peaks import local_peaks, peaks_from_datasheet
 from fleetbench.profile.roofline.analysis import analytical_roofline, op_rows, plot_roofline
@@ -26,6 +27,8 @@ from fleetbench.telemetry.session import open_run
 
 BENCHMARK = "profile"
 
+log = logging.getLogger(__name__)
+
 
 def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     """Capture the configured workload, summarise the trace, classify the top ops on the roofline."""
@@ -33,7 +36,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     device = resolve_device(cfg.device)
     workload = resolve_workload(config, device)  # validates inputs before any folder is created
     thresholds = thresholds_of(cfg)
-    console.print(f"[bold]profile[/] {workload.description} on {device.name} ({device.backend})")
+    log.info("profile: %s on %s (%s)", workload.description, device.name, device.backend)
     with open_run(config, BENCHMARK, cfg, device.name, device.backend) as bench:
         out_dir = bench.run_dir / "profile"
         with console.status("[bold]torch.profiler[/]") as status:
@@ -41,6 +44,8 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 workload, cfg, device, out_dir, progress=lambda text: status.update(f"[bold]torch.profiler[/] {text}")
             )
         summary = summarize_trace(result.files["trace"], top=cfg.top)
+        if summary.note:
+            log.info(summary.note)
         result.files["trace_summary"] = write_json(out_dir / "trace_summary.json", summary.to_dict())
         peaks = local_peaks(cfg, device, workload.dtype, console)
         roofline = analytical_roofline(result.ops, peaks, thresholds)
@@ -75,5 +80,5 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 "notes": result.notes + workload.notes,
             }
         )
-    show_profile(console, summary, result, peaks, roofline, rows, cfg.top, device.name, bench.run_dir)
+    show_profile(console, ProfileOutcome(summary, result, peaks, roofline, rows, device.name, bench.run_dir), cfg.top)
     return bench.result()

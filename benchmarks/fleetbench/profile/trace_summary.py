@@ -54,6 +54,7 @@ def kernel_type(name: str, category: str) -> str:
 
 
 def merge(intervals: list[Interval]) -> list[Interval]:
+    """The union of `intervals`, as sorted, non-overlapping intervals."""
     merged: list[Interval] = []
     for start, end in sorted(intervals):
         if merged and start <= merged[-1][1]:
@@ -65,11 +66,14 @@ def merge(intervals: list[Interval]) -> list[Interval]:
 
 
 def length(intervals: list[Interval]) -> float:
+    """Total length of `intervals` (merge them first when they may overlap)."""
     return sum(end - start for start, end in intervals)
 
 
 @dataclass
 class DeviceBreakdown:
+    """HTA's temporal breakdown of one device; every time in seconds."""
+
     rank: int
     device: str
     events: int
@@ -84,6 +88,7 @@ class DeviceBreakdown:
 
     @property
     def shares(self) -> dict[str, float]:
+        """Compute, communication, memory and idle as fractions of the span; they add up to 1."""
         span = self.span_s or 1.0
         return {
             "compute": self.compute_s / span,
@@ -95,6 +100,8 @@ class DeviceBreakdown:
 
 @dataclass
 class NameStat:
+    """Calls and time of one kernel or CPU op name, summed over the trace."""
+
     name: str
     label: str
     short: str
@@ -106,6 +113,8 @@ class NameStat:
 
 @dataclass
 class LaunchStats:
+    """How the host kept up with the device: launch-to-start delays and the device's wait for the host."""
+
     launches: int
     delay_median_s: float
     delay_p90_s: float
@@ -116,6 +125,8 @@ class LaunchStats:
 
 @dataclass
 class ThreadBusy:
+    """How much of one CPU thread's span its ops covered."""
+
     pid: str
     tid: str
     span_s: float
@@ -123,11 +134,14 @@ class ThreadBusy:
 
     @property
     def busy_share(self) -> float:
+        """Time inside ops over the thread's span (0 for an empty span)."""
         return self.ops_s / self.span_s if self.span_s else 0.0
 
 
 @dataclass
 class TraceSummary:
+    """Everything `summarize_trace` found in one trace; `note` says what the trace lacked, if anything."""
+
     path: str
     rank: int
     device_names: list[str]
@@ -140,6 +154,7 @@ class TraceSummary:
     cpu_threads: list[ThreadBusy] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, with the derived shares that `asdict` leaves out."""
         data = asdict(self)
         for device, raw in zip(self.devices, data["devices"], strict=True):
             raw["shares"] = device.shares
@@ -149,6 +164,10 @@ class TraceSummary:
 
 
 def load_trace(path: Path) -> dict[str, Any]:
+    """The trace's JSON object (a bare event array is wrapped as `traceEvents`).
+
+    Raises UserError when the file is missing, unreadable or not a Chrome trace.
+    """
     if not path.is_file():
         raise UserError(f"trace {path} not found; pass a PyTorch profiler Chrome trace (.json or .json.gz)")
     try:
@@ -189,6 +208,7 @@ def _args(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def summarize_trace(path: Path, top: int = 15) -> TraceSummary:
+    """Breakdown per device, the `top` kernels and CPU ops, launch gaps and thread load of one trace."""
     data = load_trace(path)
     events = _complete_events(data["traceEvents"])
     info = data.get("distributedInfo")

@@ -32,6 +32,8 @@ from fleetbench.errors import UserError
 
 @dataclass
 class Workload:
+    """What to profile: a `step` repeated under the schedule, or a `run_once` program; never both."""
+
     kind: str  # train | linear | script | module
     description: str
     dtype: str | None  # the main compute dtype, for the roofline's compute roof
@@ -42,6 +44,7 @@ class Workload:
 
 
 def linear_dtype(cfg: ProfileConfig, device: DeviceInfo) -> torch.dtype:
+    """`profile.dtype`, or for auto float16 on a GPU and float32 on the CPU."""
     if cfg.dtype != "auto":
         dtype: torch.dtype = getattr(torch, cfg.dtype)
         return dtype
@@ -49,6 +52,7 @@ def linear_dtype(cfg: ProfileConfig, device: DeviceInfo) -> torch.dtype:
 
 
 def linear_workload(cfg: ProfileConfig, device: DeviceInfo) -> Workload:
+    """One nn.Linear forward and backward per step; refuses float16 on the CPU (UserError)."""
     dtype = linear_dtype(cfg, device)
     if device.backend == "cpu" and dtype == torch.float16:
         raise UserError(
@@ -78,6 +82,7 @@ def linear_workload(cfg: ProfileConfig, device: DeviceInfo) -> Workload:
 
 
 def trainer_available() -> bool:
+    """Whether this install has the trainer (fleetbench.train), the default workload."""
     return importlib.util.find_spec("fleetbench.train") is not None
 
 
@@ -118,7 +123,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
         with precision:
             logits = model(inputs)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
-        loss.backward()
+        torch.autograd.backward(loss)  # what loss.backward() calls, with type annotations
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -154,6 +159,7 @@ def _run_with_argv(argv: list[str], target: Callable[[], object], what: str) -> 
 
 
 def script_workload(cfg: ProfileConfig) -> Workload:
+    """`profile.script` run once as __main__ with `profile.args`; UserError when the file is missing."""
     assert cfg.script is not None
     path = cfg.script
     if not path.is_file():
@@ -169,6 +175,7 @@ def script_workload(cfg: ProfileConfig) -> Workload:
 
 
 def module_workload(cfg: ProfileConfig) -> Workload:
+    """`profile.module` run once like `python -m`; UserError when it is not importable."""
     assert cfg.module is not None
     name = cfg.module
     try:
@@ -190,6 +197,7 @@ def module_workload(cfg: ProfileConfig) -> Workload:
 
 
 def resolve_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
+    """The workload `profile.workload` names (auto: see the module docstring), built and checked."""
     cfg = config.profile
     kind = cfg.workload
     if kind == "auto":

@@ -34,6 +34,8 @@ PERMISSION_FIX = (
 
 @dataclass
 class NcuRun:
+    """A finished capture: the command run, the report it wrote, ncu's exit status and its output."""
+
     command: list[str]
     report: Path
     returncode: int
@@ -41,6 +43,7 @@ class NcuRun:
 
 
 def find_ncu(executable: str) -> str:
+    """The path of the ncu binary; UserError saying where to get it when it is not on PATH."""
     found = shutil.which(executable)
     if found is None:
         raise UserError(
@@ -57,6 +60,7 @@ def report_path(path: Path) -> Path:
 
 
 def ncu_command(ncu: NcuConfig, executable: str, report: Path, program: list[str]) -> list[str]:
+    """The ncu command line: full set, clock control and report, the configured filters, then the program."""
     command = [
         executable,
         "--set",
@@ -98,6 +102,11 @@ def diagnose(output: str, returncode: int, report: Path) -> None:
 
 
 def run_ncu(ncu: NcuConfig, report: Path, program: list[str], echo: Callable[[str], None] | None = None) -> NcuRun:
+    """Capture `program` under ncu into `report`, passing each output line to `echo` as it comes.
+
+    Raises UserError for a missing program or binary, a capture past `ncu.timeout_s`, or any
+    failure `diagnose` recognises.
+    """
     if not program:
         raise UserError("no program to profile: fleetbench ncu run [options] -- PROGRAM [ARGS...]")
     executable = find_ncu(ncu.executable)

@@ -61,6 +61,8 @@ Value = float | str
 
 @dataclass
 class KernelResult:
+    """One profiled launch and the metrics of WANTED the file has for it (base units)."""
+
     index: int  # position in the file
     id: str  # ncu's ID column / action index
     name: str  # full (demangled) kernel name
@@ -70,6 +72,8 @@ class KernelResult:
 
 @dataclass
 class NcuReport:
+    """Every launch a report holds, in file order; `notes` keeps ncu's `==` lines from a CSV."""
+
     path: str
     format: str  # ncu-rep, csv-details, csv-raw
     kernels: list[KernelResult]
@@ -89,6 +93,7 @@ def read_report(path: Path) -> NcuReport:
 
 # --- .ncu-rep ---------------------------------------------------------------------------------------
 def read_ncu_rep(path: Path) -> NcuReport:
+    """Read a .ncu-rep with NVIDIA's ncu_report; UserError when that module is missing or no kernel is in it."""
     try:
         ncu_report = importlib.import_module("ncu_report")  # NVIDIA's SWIG module: no type information
     except ImportError:
@@ -214,6 +219,7 @@ def _split_preamble(text: str) -> tuple[list[str], str]:
 
 
 def read_ncu_csv(path: Path) -> NcuReport:
+    """Read an `ncu --csv` export (details or raw page); UserError when it has no kernel rows."""
     try:
         text = path.read_text(encoding="utf-8-sig", errors="replace")
     except OSError as exc:

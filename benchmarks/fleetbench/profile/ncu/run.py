@@ -8,6 +8,7 @@ The program is `profile.ncu.program`, or by default the profile workload run bar
 from __future__ import annotations
 
 import importlib.util
+import logging
 import sys
 from pathlib import Path
 
@@ -30,6 +31,8 @@ from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "ncu"
 
+log = logging.getLogger(__name__)
+
 
 def export_summary(
     bench: BenchmarkRun, summary: NcuSummary, cfg: ProfileConfig, out_dir: Path, console: Console
@@ -48,7 +51,7 @@ def export_summary(
             "roofline": {"points": len(roofline.points), "notes": roofline.notes, "peaks": roofline.peaks},
         }
     )
-    show_ncu(console, summary, roofline, cfg.top, (summary_path, png))
+    show_ncu(console, summary, cfg.top, (summary_path, png))
     return roofline
 
 
@@ -80,22 +83,21 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
         out_dir = bench.run_dir / "ncu"
         program = list(ncu.program) or target_program(config, out_dir)
         target = report_path(ncu.report if ncu.report is not None else out_dir / "report")
-        console.print(f"[bold]ncu[/] {' '.join(program)}")
-        capture = run_ncu(ncu, target, program, echo=lambda line: console.print(line, markup=False, highlight=False))
+        log.info("ncu %s", " ".join(program))
+        capture = run_ncu(ncu, target, program, echo=log.info)
         if capture.report.is_relative_to(bench.run_dir):
             bench.add_artifact(capture.report)
         bench.summary["command"] = capture.command
         bench.summary["report"] = str(capture.report)
         if capture.returncode:
             bench.summary["program_status"] = capture.returncode
-            console.print(
-                f"[yellow]the profiled program exited with status {capture.returncode}; "
-                "the report holds what ran before[/]"
+            log.warning(
+                "the profiled program exited with status %d; the report holds what ran before", capture.returncode
             )
         if importlib.util.find_spec("ncu_report") is None:
             note = f"report kept at {capture.report}; to summarise it here: {INSTALL_HINT}"
             bench.summary["notes"] = [note]
-            console.print(f"[yellow]{note}[/]")
+            log.warning(note)
         else:
             summary = summarize_path(capture.report, thresholds_of(cfg))
             export_summary(bench, summary, cfg, out_dir, console)

@@ -56,6 +56,8 @@ def _ratio(metrics: dict[str, Any], name: str) -> float | None:
 
 @dataclass
 class KernelSummary:
+    """The figures of one launch (see the module docstring); `absent` names the metrics it lacked."""
+
     index: int
     id: str
     name: str
@@ -120,6 +122,7 @@ def _dram_bytes(metrics: dict[str, Any], duration_s: float | None) -> float | No
 
 
 def summarize_kernel(kernel: KernelResult, thresholds: Thresholds | None = None) -> KernelSummary:
+    """Derive one launch's figures from its metrics and classify it by its speed-of-light."""
     m = kernel.metrics
     ns = _num(m, DURATION)
     duration_s = ns * 1e-9 if ns is not None else None
@@ -208,6 +211,7 @@ def _total(kernels: list[KernelSummary], attr: str) -> float | None:
 
 
 def group_kernels(kernels: list[KernelSummary], thresholds: Thresholds | None = None) -> list[KernelGroup]:
+    """Launches grouped by label and classified again on their weighted figures, longest total first."""
     by_label: dict[str, list[KernelSummary]] = defaultdict(list)
     for kernel in kernels:
         by_label[kernel.label].append(kernel)
@@ -242,6 +246,8 @@ def group_kernels(kernels: list[KernelSummary], thresholds: Thresholds | None = 
 
 @dataclass
 class NcuSummary:
+    """A summarised report: every launch, the kernel groups and the devices it ran on."""
+
     path: str
     format: str
     devices: list[str]
@@ -250,10 +256,12 @@ class NcuSummary:
     notes: list[str]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as ncu_summary.json holds it."""
         return asdict(self)
 
 
 def summarize_report(report: NcuReport, thresholds: Thresholds | None = None) -> NcuSummary:
+    """Summarise every launch of a report that has been read, then group them by kernel."""
     kernels = [summarize_kernel(k, thresholds) for k in report.kernels]
     devices = sorted({k.device for k in kernels})
     return NcuSummary(

@@ -10,7 +10,10 @@ workload runs once, wholly inside the range.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -18,13 +21,25 @@ import torch
 from fleetbench.config.loader import load_config
 from fleetbench.devices import resolve_device
 from fleetbench.errors import UserError
+from fleetbench.logs import level_from_env, setup_logging
 from fleetbench.profile.workloads import resolve_workload
 
 NVTX_RANGE = "fleetbench_profiled"
 NVTX_INCLUDE = f"{NVTX_RANGE}/"
 
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def profiled_range() -> Iterator[None]:
+    """Run the body inside the NVTX push/pop range NVTX_RANGE, which `fleetbench ncu run` selects."""
+    torch.cuda.nvtx.range_push(NVTX_RANGE)  # type: ignore[no-untyped-call]  # torch.cuda.nvtx has no annotations
+    yield
+    torch.cuda.nvtx.range_pop()  # type: ignore[no-untyped-call]  # torch.cuda.nvtx has no annotations
+
 
 def run(argv: list[str]) -> None:
+    """Run the configured workload bare, its active steps inside the NVTX range; UserError without a GPU."""
     parser = argparse.ArgumentParser(prog="python -m fleetbench.profile.ncu.target")
     parser.add_argument("--config", type=Path)
     parser.add_argument("--set", dest="overrides", action="append", default=[])
@@ -41,21 +56,21 @@ def run(argv: list[str]) -> None:
         for _ in range(cfg.wait + cfg.warmup):
             workload.step()
         device.synchronize()
-        torch.cuda.nvtx.range_push(NVTX_RANGE)
-        for _ in range(cfg.active):
-            workload.step()
-        device.synchronize()
-        torch.cuda.nvtx.range_pop()
+        with profiled_range():
+            for _ in range(cfg.active):
+                workload.step()
+            device.synchronize()
     else:
         assert workload.run_once is not None
-        torch.cuda.nvtx.range_push(NVTX_RANGE)
-        workload.run_once()
-        device.synchronize()
-        torch.cuda.nvtx.range_pop()
-    print(f"fleetbench ncu target: {workload.description}, {cfg.active} active steps", file=sys.stderr)
+        with profiled_range():
+            workload.run_once()
+            device.synchronize()
+    log.info("fleetbench ncu target: %s, %d active steps", workload.description, cfg.active)
 
 
 def main() -> int:
+    """`python -m fleetbench.profile.ncu.target`: 0, or a user error's one line and its exit status."""
+    setup_logging(level_from_env())  # not started through the CLI, which sets it up for every command
     try:
         run(sys.argv[1:])
     except UserError as exc:

@@ -13,16 +13,19 @@ Agg backend, no display needed) with the roofs, the ridge and the labelled point
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.profile.classify import FIXES_SHORT, Thresholds, classify
+from fleetbench.profile.classify import FIXES_SHORT, Classification, Thresholds, classify
 from fleetbench.profile.names import short_name
 from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.peaks import Peaks, peaks_from_datasheet
+
+log = logging.getLogger(__name__)
 
 CLASS_COLOURS = {
     "memory_bound": "#1f77b4",
@@ -49,6 +52,8 @@ class OpStat:
 
 @dataclass
 class RooflinePoint:
+    """One kernel or op on the chart: what it achieved, the roof above it and its class."""
+
     label: str
     short: str
     name: str
@@ -66,6 +71,8 @@ class RooflinePoint:
 
 @dataclass
 class Roofline:
+    """The points of one chart with the peaks they sit under; `notes` say what was left off and why."""
+
     title: str
     source: str  # ncu | analytical
     device: str
@@ -74,42 +81,57 @@ class Roofline:
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form, as roofline.json holds it."""
         return asdict(self)
+
+    def note(self, text: str, level: int = logging.INFO) -> None:
+        """Keep `text` with the chart and its record, and log it."""
+        self.notes.append(text)
+        log.log(level, text)
 
 
 def attainable(intensity: float, peak: float, bandwidth: float) -> float:
+    """The roofline itself: FLOP/s reachable at `intensity` (FLOP/byte) under both roofs."""
     return min(peak, intensity * bandwidth)
 
 
-def _point(
-    label: str,
-    short: str,
-    name: str,
-    time_s: float | None,
-    flop_per_second: float,
-    intensity: float,
-    roof: tuple[str, float],
-    bandwidth: float,
-    cls: str,
-    reason: str,
-    fix: str,
-) -> RooflinePoint:
-    roof_name, peak = roof
-    ridge = peak / bandwidth
+@dataclass(frozen=True)
+class Roof:
+    """The roofs over a point: a compute peak (FLOP/s, named by dtype and source) and a bandwidth (bytes/s)."""
+
+    name: str
+    peak: float
+    bandwidth: float
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """What one kernel or op reached: its names, its time, FLOP/s and FLOPs per byte."""
+
+    label: str
+    short: str
+    name: str
+    time_s: float | None
+    flop_per_second: float
+    intensity: float
+
+
+def _place(achieved: Achieved, roof: Roof, verdict: Classification) -> RooflinePoint:
+    ridge = roof.peak / roof.bandwidth
     return RooflinePoint(
-        label=label,
-        short=short,
-        name=name,
-        time_s=time_s,
-        flop_per_second=flop_per_second,
-        arithmetic_intensity=intensity,
-        roof=roof_name,
+        label=achieved.label,
+        short=achieved.short,
+        name=achieved.name,
+        time_s=achieved.time_s,
+        flop_per_second=achieved.flop_per_second,
+        arithmetic_intensity=achieved.intensity,
+        roof=roof.name,
         ridge=ridge,
-        side="memory" if intensity < ridge else "compute",
-        roof_fraction=flop_per_second / attainable(intensity, peak, bandwidth),
-        cls=cls,
-        reason=reason,
-        fix=fix,
+        side="memory" if achieved.intensity < ridge else "compute",
+        roof_fraction=achieved.flop_per_second / attainable(achieved.intensity, roof.peak, roof.bandwidth),
+        cls=verdict.cls,
+        reason=verdict.reason,
+        fix=verdict.fix,
     )
 
 
@@ -159,6 +181,7 @@ def op_rows(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds, top: int) -
 
 
 def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds | None = None) -> Roofline:
+    """One point per op with FLOPs and bytes, under the measured peaks, slowest first."""
     roofline = Roofline(
         title=f"analytical roofline: torch ops on {peaks.device}",
         source="analytical",
@@ -166,7 +189,7 @@ def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds 
         peaks=asdict(peaks),
     )
     if not peaks.bytes_per_second or not peaks.flop_per_second:
-        roofline.notes.append("no peaks for this device: points cannot be placed against roofs")
+        roofline.note("no peaks for this device: points cannot be placed against roofs", logging.WARNING)
         return roofline
     skipped = 0
     for op in ops:
@@ -175,30 +198,22 @@ def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds 
             skipped += 1
             continue
         compute, memory = op_ratios(op, peaks)
-        verdict = classify(compute, memory, thresholds, "compute", "memory")
+        achieved = Achieved(op.label, op.label, op.name, op.time_s, op.flops / op.time_s, op.flops / op.bytes)
         roofline.points.append(
-            _point(
-                op.label,
-                op.label,
-                op.name,
-                op.time_s,
-                op.flops / op.time_s,
-                op.flops / op.bytes,
-                (f"{roof[0]} ({peaks.source})", roof[1]),
-                peaks.bytes_per_second,
-                verdict.cls,
-                verdict.reason,
-                verdict.fix,
+            _place(
+                achieved,
+                Roof(f"{roof[0]} ({peaks.source})", roof[1], peaks.bytes_per_second),
+                classify(compute, memory, thresholds, "compute", "memory"),
             )
         )
     if skipped:
-        roofline.notes.append(
+        roofline.note(
             f"{skipped} ops without a FLOP count or tensor bytes are not on the chart "
             "(torch.profiler counts FLOPs for matmul, conv and elementwise arithmetic ops)"
         )
     above = sum(1 for p in roofline.points if p.roof_fraction > 1.05)
     if above:
-        roofline.notes.append(
+        roofline.note(
             f"{above} ops sit above their roof: their data come from caches (small tensors beat "
             "the DRAM bandwidth), or the measured peak is low (a busy machine; remeasure)"
         )
@@ -224,6 +239,7 @@ def ncu_peaks(summary: NcuSummary) -> Peaks | None:
 
 
 def ncu_roofline(summary: NcuSummary) -> Roofline:
+    """One point per kernel with FLOP and DRAM byte counters, under the report's roofs (`ncu_peaks`)."""
     peaks = ncu_peaks(summary)
     device = summary.devices[0] if summary.devices else "unknown device"
     roofline = Roofline(
@@ -233,11 +249,12 @@ def ncu_roofline(summary: NcuSummary) -> Roofline:
         peaks=asdict(peaks) if peaks else {},
     )
     if len(summary.devices) > 1:
-        roofline.notes.append(f"report spans devices {', '.join(summary.devices)}; roofs of {device}")
+        roofline.note(f"report spans devices {', '.join(summary.devices)}; roofs of {device}")
     if peaks is None or not peaks.bytes_per_second or "float32" not in peaks.flop_per_second:
-        roofline.notes.append(
+        roofline.note(
             f"no fp32 peak and bandwidth known for {device} (no peak counters in the "
-            "report, no datasheet entry): no roofline"
+            "report, no datasheet entry): no roofline",
+            logging.WARNING,
         )
         return roofline
     without = 0
@@ -247,23 +264,18 @@ def ncu_roofline(summary: NcuSummary) -> Roofline:
             without += 1
             launches += group.launches
             continue
+        achieved = Achieved(
+            group.label, group.short, group.name, group.duration_s, group.flop_per_second, group.arithmetic_intensity
+        )
         roofline.points.append(
-            _point(
-                group.label,
-                group.short,
-                group.name,
-                group.duration_s,
-                group.flop_per_second,
-                group.arithmetic_intensity,
-                (f"float32 ({peaks.source})", peaks.flop_per_second["float32"]),
-                peaks.bytes_per_second,
-                group.cls,
-                group.reason,
-                group.fix,
+            _place(
+                achieved,
+                Roof(f"float32 ({peaks.source})", peaks.flop_per_second["float32"], peaks.bytes_per_second),
+                Classification(group.cls, group.reason, group.fix),
             )
         )
     if without:
-        roofline.notes.append(
+        roofline.note(
             f"{without} of {len(summary.groups)} kernels ({launches} launches) lack FLOP or DRAM byte counters "
             "(capture with --set full) and are not on the chart"
         )
