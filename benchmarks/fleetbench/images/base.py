@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -39,6 +40,8 @@ RECIPE_LABEL = "io.fleetbench.base.recipe"
 NAMESPACE_LABEL = "io.fleetbench.namespace"
 RECIPE_VERSION = 1
 DEBOOTSTRAP_TIMEOUT_S = 1200
+
+log = logging.getLogger(__name__)
 
 APT_CONF = """\
 // fleetbench base: no recommends, no translations, no package cache left in layers (as Debian's images)
@@ -104,6 +107,7 @@ def ensure_base(
     """The local base's reference, built first when missing; returns (ref, built_now)."""
     ref = local_base(namespace)
     if not rebuild and base_exists(client, ref):
+        log.debug("base %s: up to date (recipe %s)", ref, recipe_hash())
         return ref, False
     if os.geteuid() != 0:
         raise UserError(
@@ -116,9 +120,12 @@ def ensure_base(
             "`apt-get install debootstrap` (or `make setup`)"
         )
     mirror, security = mirrors()
-    console.print(
-        f"[bold]base[/] {ref}: debootstrap --variant=minbase {SUITE} from {mirror} "
-        f"(+{', '.join(PACKAGES)}); takes a minute or two, once"
+    log.info(
+        "base %s: debootstrap --variant=minbase %s from %s (+%s); takes a minute or two, once",
+        ref,
+        SUITE,
+        mirror,
+        ", ".join(PACKAGES),
     )
     started = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -146,7 +153,7 @@ def ensure_base(
             ]
             client.api.import_image_from_file(str(archive), repository=repository, tag=tag, changes=changes)
     size = client.images.get(ref).attrs.get("Size", 0)
-    console.print(f"[bold]base[/] {ref}: {size / 1e6:.0f} MB, made in {time.monotonic() - started:.0f} s")
+    log.info("base %s: %.0f MB, made in %.0f s", ref, size / 1e6, time.monotonic() - started)
     return ref, True
 
 
@@ -178,19 +185,32 @@ def _debootstrap(rootfs: Path, mirror: str, console: Console) -> None:
             verb = line.split()[1] if line.startswith("I: ") and len(line.split()) > 1 else line
             if verb not in seen_verbs:  # one line per phase in logs: Retrieving, Validating, Extracting, ...
                 seen_verbs.add(verb)
-                progress.console.print(f"  [dim]{line}[/]")
+                log.info("debootstrap: %s", line)
             if time.monotonic() > deadline:
                 process.kill()
                 break
         code = process.wait()
     if code != 0:
         last = next((item for item in reversed(tail) if item.startswith("E:")), tail[-1] if tail else "no output")
-        console.print("\n".join(tail[-15:]), style="dim", markup=False, highlight=False)
+        log.error("debootstrap's last lines:%s", "".join(f"\n  {item}" for item in tail[-15:]))
         raise UserError(f"debootstrap of the local base failed (exit {code}): {last}")
 
 
 def _slim(rootfs: Path, mirror: str, security: str) -> None:
     """Apt sources with updates and security, apt/dpkg settings, no docs, caches or host identity."""
+    _configure_apt(rootfs, mirror, security)
+    _strip_docs_and_caches(rootfs)
+    # Docker supplies these at run time; the build host's values must not end up in a layer.
+    for name in ("etc/resolv.conf", "etc/hostname", "etc/machine-id"):
+        target = rootfs / name
+        if target.exists() or target.is_symlink():
+            target.unlink()
+            target.write_text("")
+    (rootfs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+
+
+def _configure_apt(rootfs: Path, mirror: str, security: str) -> None:
+    """deb822 sources, the no-recommends/no-cache apt settings, dpkg's path excludes, no service starts."""
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
     (rootfs / "etc/apt/sources.list.d").mkdir(parents=True, exist_ok=True)
     (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(sources(mirror, security))
@@ -200,6 +220,10 @@ def _slim(rootfs: Path, mirror: str, security: str) -> None:
     policy = rootfs / "usr/sbin/policy-rc.d"
     policy.write_text(POLICY_RC)
     policy.chmod(0o755)
+
+
+def _strip_docs_and_caches(rootfs: Path) -> None:
+    """What debootstrap installed before the dpkg excludes existed: manuals, locales, docs, lists, caches, logs."""
     for pattern in ("usr/share/man/*", "usr/share/info/*", "usr/share/lintian/*", "var/lib/apt/lists/*"):
         for path in rootfs.glob(pattern):
             _remove(path)
@@ -213,13 +237,6 @@ def _slim(rootfs: Path, mirror: str, security: str) -> None:
     for pattern in ("var/cache/apt/*.bin", "var/cache/apt/archives/*.deb", "var/log/*.log", "var/log/apt/*"):
         for path in rootfs.glob(pattern):
             _remove(path)
-    # Docker supplies these at run time; the build host's values must not end up in a layer.
-    for name in ("etc/resolv.conf", "etc/hostname", "etc/machine-id"):
-        target = rootfs / name
-        if target.exists() or target.is_symlink():
-            target.unlink()
-            target.write_text("")
-    (rootfs / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
 
 
 def _remove(path: Path) -> None:

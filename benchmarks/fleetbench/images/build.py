@@ -9,6 +9,7 @@ come in as build args. A failed step ends in one line (UserError) after the step
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import time
@@ -16,7 +17,7 @@ import tomllib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 STEP = re.compile(r"^Step (?P<n>\d+)/(?P<m>\d+) : (?P<instruction>.*)$")
 DEFAULT_SOURCE = "https://github.com/fleetbench/fleetbench"
 TAIL_LINES = 25
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -151,7 +154,7 @@ def context_archive(
     return create_archive(root=str(context), files=files, extra_files=extras)
 
 
-def _ensure_upstream_base(client: docker.DockerClient, ref: str, console: Console) -> None:
+def _ensure_upstream_base(client: docker.DockerClient, ref: str) -> None:
     from docker.errors import APIError, ImageNotFound
 
     try:
@@ -159,7 +162,7 @@ def _ensure_upstream_base(client: docker.DockerClient, ref: str, console: Consol
         return
     except ImageNotFound:
         pass
-    console.print(f"pulling base image {ref} ...")
+    log.info("pulling base image %s ...", ref)
     try:
         repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
         for _ in client.api.pull(repository, tag=tag, stream=True, decode=True):
@@ -174,7 +177,7 @@ def _ensure_upstream_base(client: docker.DockerClient, ref: str, console: Consol
         ) from None
 
 
-def build_images(
+def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, source and replaced files that tests and scripts pass by name
     names: list[str],
     variant: str,
     console: Console,
@@ -201,12 +204,12 @@ def build_images(
             base = built.get(spec.parent) or f"{namespace}/{spec.parent}:latest{spec.tag_suffix(variant)}"
         elif base_image:
             base = base_image
-            _ensure_upstream_base(client, base, console)
+            _ensure_upstream_base(client, base)
         elif variant == "cpu":
             base, _ = ensure_base(client, namespace, root / "build", console)
         else:
             base = base_image_for(spec, variant, namespace)
-            _ensure_upstream_base(client, base, console)
+            _ensure_upstream_base(client, base)
         wheel_key = None
         buildargs = {
             "BASE_IMAGE": base,
@@ -224,42 +227,53 @@ def build_images(
         if spec.name == "profiler":
             buildargs["NSIGHT_COMPUTE"] = "" if variant == "cpu" else "cuda-nsight-compute-12-8"
         declared = declared_args(root / spec.dockerfile)
-        buildargs = {key: value for key, value in buildargs.items() if key in declared}
-        result = _build_one(
-            client, spec, variant, namespace, info, root, buildargs, wheel_key, no_cache, extra_files, console
+        repository = spec.repository(namespace)
+        suffix = spec.tag_suffix(variant)
+        job = _BuildJob(
+            spec=spec,
+            variant=variant,
+            root=root,
+            tags=(f"{repository}:{info.tag_version}{suffix}", f"{repository}:latest{suffix}"),
+            buildargs={key: value for key, value in buildargs.items() if key in declared},
+            wheel_key=wheel_key,
+            no_cache=no_cache,
+            extra_files=extra_files,
         )
+        result = _build_one(client, job, console)
         built[spec.name] = result.tags[0]
         results.append(result)
     return results
 
 
-def _build_one(
-    client: docker.DockerClient,
-    spec: ImageSpec,
-    variant: str,
-    namespace: str,
-    info: SourceInfo,
-    root: Path,
-    buildargs: dict[str, str],
-    wheel_key: str | None,
-    no_cache: bool,
-    extra_files: dict[str, str] | None,
-    console: Console,
-) -> BuildResult:
+@dataclass(frozen=True)
+class _BuildJob:
+    """One image to build: what it is, its two tags (version, latest), its build args and context."""
+
+    spec: ImageSpec
+    variant: str
+    root: Path  # the build context
+    tags: tuple[str, str]
+    buildargs: dict[str, str]
+    wheel_key: str | None  # the wheelhouse folder the context carries, if any
+    no_cache: bool
+    extra_files: dict[str, str] | None
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec.name} ({self.variant})"
+
+
+def _build_one(client: docker.DockerClient, job: _BuildJob, console: Console) -> BuildResult:
     from docker.errors import APIError
 
-    repository = spec.repository(namespace)
-    suffix = spec.tag_suffix(variant)
-    tags = [f"{repository}:{info.tag_version}{suffix}", f"{repository}:latest{suffix}"]
-    log_dir = root / "build" / "logs"
+    tag = job.tags[0]
+    log_dir = job.root / "build" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{spec.name}-{variant}.log"
+    log_path = log_dir / f"{job.spec.name}-{job.variant}.log"
     started = time.monotonic()
-    state = _StreamState()
-    label = f"{spec.name} ({variant})"
-    console.print(f"[bold]build[/] {tags[0]} from {buildargs.get('BASE_IMAGE', '?')}")
+    log.info("build %s from %s", tag, job.buildargs.get("BASE_IMAGE", "?"))
     with (
-        log_path.open("w") as log,
+        log_path.open("w") as log_file,
         Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -270,107 +284,117 @@ def _build_one(
             transient=True,
         ) as progress,
     ):
-        task = progress.add_task(f"{label}: sending context", total=None)
-        archive = context_archive(root, spec.dockerfile, wheel_key, extra_files)
+        reader = _BuildStream(job, log_path, log_file, progress)
+        archive = context_archive(job.root, job.spec.dockerfile, job.wheel_key, job.extra_files)
         try:
             stream = client.api.build(
                 fileobj=archive,
                 custom_context=True,
-                dockerfile=spec.dockerfile,
-                tag=tags[0],
-                buildargs=buildargs,
+                dockerfile=job.spec.dockerfile,
+                tag=tag,
+                buildargs=job.buildargs,
                 network_mode="host",
                 rm=True,
                 forcerm=True,
-                nocache=no_cache,
+                nocache=job.no_cache,
                 pull=False,
                 decode=True,
             )
             for chunk in stream:
-                _consume(chunk, state, log, progress, task, label, spec, tags[0], log_path, console)
+                reader.consume(chunk)
         except APIError as exc:
             reason = " ".join(str(exc.explanation or exc).split())
-            raise UserError(f"building {tags[0]} failed: {reason} (log: {log_path})") from None
+            raise UserError(f"building {tag} failed: {reason} (log: {log_path})") from None
         finally:
             archive.close()
+    state = reader.state
     if not state.image_id:
-        raise UserError(f"building {tags[0]} ended without an image (log: {log_path})")
-    latest_repository, latest_tag = tags[1].rsplit(":", 1)
+        raise UserError(f"building {tag} ended without an image (log: {log_path})")
+    latest_repository, latest_tag = job.tags[1].rsplit(":", 1)
     client.api.tag(state.image_id, latest_repository, latest_tag)
-    image = client.images.get(tags[0])
+    image = client.images.get(tag)
     seconds = time.monotonic() - started
     size = int(image.attrs.get("Size", 0))
-    console.print(
-        f"[bold green]built[/] {tags[0]}: {size / 1e6:.0f} MB in {seconds:.1f} s "
-        f"({state.cached}/{state.steps} steps from cache)"
+    log.info(
+        "built %s: %.0f MB in %.1f s (%d/%d steps from cache)", tag, size / 1e6, seconds, state.cached, state.steps
     )
     return BuildResult(
-        spec.name,
-        variant,
-        tags,
+        job.spec.name,
+        job.variant,
+        list(job.tags),
         str(image.id),
         size,
         seconds,
         state.steps,
         state.cached,
-        spec.size_budget_mb.get(variant),
+        job.spec.size_budget_mb.get(job.variant),
         log_path,
     )
 
 
-def _consume(
-    chunk: dict[str, Any],
-    state: _StreamState,
-    log: Any,
-    progress: Progress,
-    task: Any,
-    label: str,
-    spec: ImageSpec,
-    tag: str,
-    log_path: Path,
-    console: Console,
-) -> None:
-    if "error" in chunk:
-        error = " ".join(str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).split())
-        log.write(f"ERROR: {error}\n")
-        log.flush()
-        progress.stop()
-        console.print(f"[red]step {state.step}/{state.steps} failed[/]: {state.instruction}")
-        for line in state.step_lines[-TAIL_LINES:]:
-            console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
-        where = f"step {state.step}/{state.steps} `{_short(state.instruction)}`" if state.step else "the start"
-        raise UserError(f"building {tag} failed at {where}: {error} (log: {log_path})")
-    aux = chunk.get("aux")
-    if isinstance(aux, dict) and aux.get("ID"):
-        state.image_id = str(aux["ID"])
-    text = chunk.get("stream")
-    if not isinstance(text, str):
-        return
-    log.write(text)
-    for raw in text.splitlines():
-        line = raw.rstrip()
-        if not line:
-            continue
+class _BuildStream:
+    """The engine's build stream, chunk by chunk: into the log file, the progress bar and the log.
+
+    Step lines are logged at info, their output at debug (the log file keeps all of it); a failed
+    step's last TAIL_LINES lines are logged as an error before the one-line UserError.
+    """
+
+    def __init__(self, job: _BuildJob, log_path: Path, log_file: TextIO, progress: Progress) -> None:
+        self.job = job
+        self.log_path = log_path
+        self.log_file = log_file
+        self.progress = progress
+        self.task = progress.add_task(f"{job.label}: sending context", total=None)
+        self.state = _StreamState()
+
+    def consume(self, chunk: dict[str, Any]) -> None:
+        if "error" in chunk:
+            self._fail(chunk)
+        aux = chunk.get("aux")
+        if isinstance(aux, dict) and aux.get("ID"):
+            self.state.image_id = str(aux["ID"])
+        text = chunk.get("stream")
+        if not isinstance(text, str):
+            return
+        self.log_file.write(text)
+        for raw in text.splitlines():
+            line = raw.rstrip()
+            if line:
+                self._line(line)
+
+    def _line(self, line: str) -> None:
+        state = self.state
         match = STEP.match(line)
         if match:
             state.step, state.steps = int(match["n"]), int(match["m"])
             state.instruction = match["instruction"]
             state.step_lines = []
-            progress.update(
-                task,
+            self.progress.update(
+                self.task,
                 total=state.steps,
                 completed=state.step - 1,
-                description=f"{label}: {_short(state.instruction, 60)}",
+                description=f"{self.job.label}: {_short(state.instruction, 60)}",
             )
-            progress.console.print(Text(f"{spec.name} {line}", style="bold"), soft_wrap=True)
-            continue
+            log.info("%s %s", self.job.spec.name, line)
+            return
         if line.strip() == "---> Using cache":
             state.cached += 1
         state.step_lines.append(line)
         if line.startswith("Successfully built "):
-            progress.update(task, completed=state.steps)
+            self.progress.update(self.task, completed=state.steps)
             state.image_id = state.image_id or line.split()[-1]
-        progress.console.print(Text(f"  {line}", style="dim"), soft_wrap=True)
+        log.debug("  %s", line)
+
+    def _fail(self, chunk: dict[str, Any]) -> NoReturn:
+        state = self.state
+        error = " ".join(str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).split())
+        self.log_file.write(f"ERROR: {error}\n")
+        self.log_file.flush()
+        self.progress.stop()
+        tail = "".join(f"\n  {line}" for line in state.step_lines[-TAIL_LINES:])
+        log.error("step %d/%d failed: %s%s", state.step, state.steps, state.instruction, tail)
+        where = f"step {state.step}/{state.steps} `{_short(state.instruction)}`" if state.step else "the start"
+        raise UserError(f"building {self.job.tags[0]} failed at {where}: {error} (log: {self.log_path})")
 
 
 def _short(text: str, limit: int = 100) -> str:

@@ -9,6 +9,7 @@ requests when asked, and the profiler's SYS_ADMIN capability (never --privileged
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import secrets
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 RESULTS_IN_IMAGE = "/workspace/results"
 GPUS_RULE = "'all', a count such as 2, or device ids such as 0,1"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -107,53 +110,61 @@ def parse_env(pairs: list[str]) -> dict[str, str]:
     return env
 
 
-def plan_run(
-    client: docker.DockerClient | None,
-    name: str,
-    args: list[str],
-    *,
-    namespace: str = DEFAULT_NAMESPACE,
-    variant: str | None = None,
-    tag: str | None = None,
-    results_dir: Path = DEFAULT_RESULTS_DIR,
-    pushgateway: str | None = None,
-    gpus: str | None = None,
-    devices: list[str] | None = None,
-    env: dict[str, str] | None = None,
-    user: str | None = None,
-) -> RunPlan:
+@dataclass(frozen=True)
+class RunOptions:
+    """The `images run` options: which image, where results go, and what the container gets."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    variant: str | None = None  # None: cuda when present (or with GPUs), else cpu
+    tag: str | None = None  # run NAMESPACE/NAME:TAG instead of the latest build
+    results_dir: Path = DEFAULT_RESULTS_DIR
+    pushgateway: str | None = None  # None: $FLEETBENCH_PUSHGATEWAY
+    gpus: str | None = None  # all, a count or device ids
+    devices: list[str] | None = None
+    env: dict[str, str] | None = None
+    user: str | None = None  # None: the caller's uid:gid (root for the profiler with GPUs)
+
+
+def plan_run(client: docker.DockerClient | None, name: str, args: list[str], options: RunOptions) -> RunPlan:
     """Check the options and settle image, results folder, user and environment, before anything starts."""
     spec = benchmark_spec(name)
-    requests = gpu_requests(gpus, spec)
-    for device in devices or []:
+    requests = gpu_requests(options.gpus, spec)
+    devices = options.devices or []
+    for device in devices:
         if not Path(device.split(":", 1)[0]).exists():
             raise UserError(f"--device {device!r}: no such device on this host (e.g. /dev/dri for Mesa GPUs)")
-    image = find_image(client or connect(), spec, namespace, variant, tag, bool(gpus))
-    results = results_dir.expanduser().resolve()
+    image = find_image(client or connect(), spec, options.namespace, options.variant, options.tag, bool(options.gpus))
+    results = options.results_dir.expanduser().resolve()
     try:
         results.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"--results-dir {results_dir} cannot be created: {exc.strerror}") from None
-    environment = {"HOME": "/tmp", **(env or {})}
-    gateway = pushgateway or os.environ.get(PUSHGATEWAY_ENV)
-    if gateway:
-        environment[PUSHGATEWAY_ENV] = gateway
-    if os.environ.get("FLEETBENCH_HOST") and "FLEETBENCH_HOST" not in environment:
-        environment["FLEETBENCH_HOST"] = os.environ["FLEETBENCH_HOST"]
+        raise UserError(f"--results-dir {options.results_dir} cannot be created: {exc.strerror}") from None
+    user = options.user
     if user is None:
         # Added capabilities reach only root's effective set in Docker: ncu's counters need it.
-        user = "0:0" if (spec.run_as_root_with_gpus and gpus) else f"{os.getuid()}:{os.getgid()}"
+        user = "0:0" if (spec.run_as_root_with_gpus and options.gpus) else f"{os.getuid()}:{os.getgid()}"
     return RunPlan(
         image=image,
         command=list(args),
         user=user,
-        environment=environment,
+        environment=_environment(options),
         volumes={str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}},
         cap_add=list(spec.cap_add),
         device_requests=requests,
-        devices=[d if ":" in d else f"{d}:{d}:rwm" for d in devices or []],
+        devices=[d if ":" in d else f"{d}:{d}:rwm" for d in devices],
         shm_size=spec.shm_size,
     )
+
+
+def _environment(options: RunOptions) -> dict[str, str]:
+    """HOME, the --env pairs, and the Pushgateway and host label this process would use."""
+    environment = {"HOME": "/tmp", **(options.env or {})}
+    gateway = options.pushgateway or os.environ.get(PUSHGATEWAY_ENV)
+    if gateway:
+        environment[PUSHGATEWAY_ENV] = gateway
+    if os.environ.get("FLEETBENCH_HOST") and "FLEETBENCH_HOST" not in environment:
+        environment["FLEETBENCH_HOST"] = os.environ["FLEETBENCH_HOST"]
+    return environment
 
 
 def benchmark_spec(name: str) -> ImageSpec:
@@ -178,22 +189,29 @@ def run_image(
     client: docker.DockerClient | None = None,
     **options: Any,
 ) -> int:
-    """Run the benchmark image to completion, streaming its output; returns the container's exit status."""
+    """Run the benchmark image to completion, streaming its output; returns the container's exit status.
+
+    `options` are the fields of RunOptions, by name.
+    """
     from docker.errors import APIError
 
     # Bad input is reported as such even where no engine runs.
-    gpu_requests(options.get("gpus"), benchmark_spec(name))
+    run_options = RunOptions(**options)
+    gpu_requests(run_options.gpus, benchmark_spec(name))
     client = client or connect()
-    plan = plan_run(client, name, args, **options)
+    plan = plan_run(client, name, args, run_options)
     extras = []
     if plan.cap_add:
         extras.append(f"cap-add {','.join(plan.cap_add)}")
     if plan.device_requests:
         extras.append("GPUs")
-    console.print(
-        f"[bold]run[/] {plan.image} {' '.join(plan.command) or '(default command)'} "
-        f"as {plan.user}, host network, results -> {next(iter(plan.volumes))}"
-        + (f", {', '.join(extras)}" if extras else "")
+    log.info(
+        "run %s %s as %s, host network, results -> %s%s",
+        plan.image,
+        " ".join(plan.command) or "(default command)",
+        plan.user,
+        next(iter(plan.volumes)),
+        f", {', '.join(extras)}" if extras else "",
     )
     try:
         container = client.containers.create(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import platform
 import re
@@ -41,6 +42,8 @@ WHEELHOUSE_DIR = "build/wheelhouse"
 GLIBC = {"3.11": 36, "3.12": 39}
 SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -151,16 +154,13 @@ def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelh
     digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     rel = f"{WHEELHOUSE_DIR}/{wheels.key}"
     path = (context / rel).resolve()
-    stamp = path / "wheelhouse.json"
-    try:
-        recorded = json.loads(stamp.read_text())
-        if recorded.get("digest") == digest and all((path / f).is_file() for f in recorded["files"]):
-            return Wheelhouse(path, rel, False, len(recorded["files"]), _size(path, recorded["files"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    kept = _unchanged(path, rel, digest)
+    if kept is not None:
+        log.debug("wheelhouse %s: reusing %d wheels (inputs unchanged)", rel, kept.files)
+        return kept
 
     started = time.monotonic()
-    console.print(f"[bold]wheelhouse[/] {rel}: pip download for Python {wheels.python} ({torch})")
+    log.info("wheelhouse %s: pip download for Python %s (%s)", rel, wheels.python, torch)
     partial = path.with_name(path.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
@@ -168,31 +168,80 @@ def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelh
         for old in path.glob("**/*.whl"):
             if not (partial / old.name).exists():
                 os.link(old, partial / old.name)
-    common_files = _download(partial, common, target, f"{rel} common", console)
-    files = set(common_files)
-    per_image: dict[str, tuple[list[str], list[str]]] = {}  # name -> (requirement lines, its own wheels)
-    for name, reqs in additions.items():
-        own: list[str] = []
-        lines: list[str] = []
-        if reqs:
-            constraints = partial / f"constraints-{name}.txt"
-            constraints.write_text("\n".join(pins(common_files)) + "\n")
-            extra = _download(partial, reqs, [*target, "--constraint", str(constraints)], f"{rel} {name}", console)
-            constraints.unlink()
-            own = sorted(set(extra) - set(common_files))
-            # The image's own requests, pinned to what was resolved; their dependencies lie beside them.
-            resolved = {_normal(p.split("==")[0]): p for p in pins(extra)}
-            lines = [resolved.get(_normal(_req_name(r)), r) for r in reqs]
-        per_image[name] = (lines, own)
-    all_files = files | {f for _, own in per_image.values() for f in own}
+    downloads = _Downloads(partial, target, rel, console)
+    common_files = downloads.fetch(common, "common")
+    per_image = {name: downloads.image_additions(name, reqs, common_files) for name, reqs in additions.items()}
     if wheels.torch_flavor == "cpu":
-        cuda = sorted(f for f in all_files if f.startswith("nvidia_"))
-        if cuda:
-            raise UserError(
-                f"the cpu wheelhouse got a CUDA build of torch ({len(cuda)} nvidia-* wheels, e.g. {cuda[0]}): "
-                "set TORCH_SPEC to a CPU build and its index, e.g. "
-                "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu TORCH_SPEC=torch==2.13.0+cpu"
-            )
+        _refuse_cuda_torch(set(common_files) | {f for _, own in per_image.values() for f in own})
+    layout = _lay_out(partial, common_files, per_image)
+    (partial / "wheelhouse.json").write_text(
+        json.dumps({"digest": digest, "inputs": inputs, "files": layout}, indent=1) + "\n"
+    )
+    shutil.rmtree(path, ignore_errors=True)
+    partial.rename(path)
+    size = _size(path, layout)
+    log.info("wheelhouse %s: %d wheels, %.0f MB in %.0f s", rel, len(layout), size / 1e6, time.monotonic() - started)
+    return Wheelhouse(path, rel, True, len(layout), size)
+
+
+def _unchanged(path: Path, rel: str, digest: str) -> Wheelhouse | None:
+    """The wheelhouse at `path` when its stamp records `digest` and every file it lists is there."""
+    try:
+        recorded = json.loads((path / "wheelhouse.json").read_text())
+        if recorded.get("digest") == digest and all((path / f).is_file() for f in recorded["files"]):
+            return Wheelhouse(path, rel, False, len(recorded["files"]), _size(path, recorded["files"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return None
+
+
+@dataclass(frozen=True)
+class _Downloads:
+    """pip downloads into the wheelhouse being made (`partial`) for one target platform."""
+
+    partial: Path
+    target: list[str]  # pip's platform, Python and ABI arguments
+    rel: str  # the wheelhouse's path in the context, for labels
+    console: Console
+
+    def fetch(self, reqs: list[str], label: str, constraints: list[str] | None = None) -> list[str]:
+        """Download `reqs` (pinned by `constraints` when given); the wheel file names pip saved."""
+        extra: list[str] = []
+        constraints_file = self.partial / f"constraints-{label}.txt"
+        if constraints is not None:
+            constraints_file.write_text("\n".join(constraints) + "\n")
+            extra = ["--constraint", str(constraints_file)]
+        try:
+            return _download(self.partial, reqs, [*self.target, *extra], f"{self.rel} {label}", self.console)
+        finally:
+            if constraints is not None:
+                constraints_file.unlink()
+
+    def image_additions(self, name: str, reqs: list[str], common_files: list[str]) -> tuple[list[str], list[str]]:
+        """(requirement lines, its own wheels) of an image built FROM another, pinned to the common set."""
+        if not reqs:
+            return [], []
+        extra = self.fetch(reqs, name, constraints=pins(common_files))
+        own = sorted(set(extra) - set(common_files))
+        # The image's own requests, pinned to what was resolved; their dependencies lie beside them.
+        resolved = {_normal(p.split("==")[0]): p for p in pins(extra)}
+        return [resolved.get(_normal(_req_name(r)), r) for r in reqs], own
+
+
+def _refuse_cuda_torch(files: set[str]) -> None:
+    """A cpu wheelhouse must hold no nvidia-* wheels: they come with a CUDA build of torch."""
+    cuda = sorted(f for f in files if f.startswith("nvidia_"))
+    if cuda:
+        raise UserError(
+            f"the cpu wheelhouse got a CUDA build of torch ({len(cuda)} nvidia-* wheels, e.g. {cuda[0]}): "
+            "set TORCH_SPEC to a CPU build and its index, e.g. "
+            "PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu TORCH_SPEC=torch==2.13.0+cpu"
+        )
+
+
+def _lay_out(partial: Path, common_files: list[str], per_image: dict[str, tuple[list[str], list[str]]]) -> list[str]:
+    """Move each image's own wheels into its folder, drop stale wheels, write the pins; the file list."""
+    files = set(common_files)
     # An image built FROM another gets a folder of its own wheels, so its layer holds only those.
     layout: list[str] = sorted(files)
     for name, (lines, own) in per_image.items():
@@ -206,16 +255,7 @@ def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelh
         if stale.name not in files:
             stale.unlink()
     (partial / "requirements.txt").write_text("\n".join(pins(common_files)) + "\n")
-    (partial / "wheelhouse.json").write_text(
-        json.dumps({"digest": digest, "inputs": inputs, "files": layout}, indent=1) + "\n"
-    )
-    shutil.rmtree(path, ignore_errors=True)
-    partial.rename(path)
-    size = _size(path, layout)
-    console.print(
-        f"[bold]wheelhouse[/] {rel}: {len(layout)} wheels, {size / 1e6:.0f} MB in {time.monotonic() - started:.0f} s"
-    )
-    return Wheelhouse(path, rel, True, len(layout), size)
+    return layout
 
 
 def _download(dest: Path, reqs: list[str], target: list[str], label: str, console: Console) -> list[str]:
@@ -238,7 +278,7 @@ def _download(dest: Path, reqs: list[str], target: list[str], label: str, consol
         code = process.wait()
     if code != 0:
         errors = [line for line in tail if line.startswith("ERROR:")]
-        console.print("\n".join(tail[-15:]), style="dim", markup=False, highlight=False)
+        log.error("pip download's last lines:%s", "".join(f"\n  {line}" for line in tail[-15:]))
         why = errors[-1] if errors else f"pip exited with status {code}"
         raise UserError(f"pip download for the wheelhouse ({label}) failed: {why}")
     return saved
