@@ -8,6 +8,7 @@ the host: each node's state folder is mounted at the same absolute path inside i
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import time
 from dataclasses import dataclass
@@ -22,6 +23,8 @@ from fleetbench.services.stack import LOOPBACK, free_port, port_in_use
 LABEL = "io.fleetbench.cluster"
 NODE_IMAGE = "node"
 DOCKER_SOCKET = "/var/run/docker.sock"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -139,6 +142,7 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
         raise UserError(f"a local cluster is already up ({len(existing)} nodes); `make cluster-down` first")
     image = f"{namespace}/{NODE_IMAGE}:latest-cpu"
     if not client.images.list(name=image):
+        log.info("%s is not on this engine: building it", image)
         build_images([NODE_IMAGE], "cpu", console, client=client, namespace=namespace)
     key = ensure_key(state_dir)
     names = node_names(count)
@@ -161,7 +165,7 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
             },
         )
         nodes.append(Node(name, port, node_dir))
-    _wait_for_ssh(nodes, state_dir, console)
+    _wait_for_ssh(nodes, state_dir)
     inventory_dir = state_dir / "inventory"
     inventory_dir.mkdir(exist_ok=True)
     (inventory_dir / "hosts.yml").write_text(
@@ -174,7 +178,7 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
     return inventory_dir
 
 
-def _wait_for_ssh(nodes: list[Node], state_dir: Path, console: Console, timeout_s: float = 60) -> None:
+def _wait_for_ssh(nodes: list[Node], state_dir: Path, timeout_s: float = 60) -> None:
     """Wait until every sshd answers, and record the host keys it offers (host key checking stays on)."""
     deadline = time.monotonic() + timeout_s
     keys = []

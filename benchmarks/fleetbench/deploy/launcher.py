@@ -159,7 +159,7 @@ def ansible_playbook() -> str:
     return found
 
 
-def run_playbook(
+def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, which the CLI passes by name
     playbook: str,
     inventory: Path,
     artifacts_dir: Path,
@@ -184,15 +184,7 @@ def run_playbook(
     inventory = resolve_inventory(inventory)
     check_vault(inventory, vault_password_file)
     artifacts_dir.mkdir(parents=True, exist_ok=True)
-    cmdline = []
-    if check:
-        cmdline.append("--check")
-    if vault_password_file is not None:
-        cmdline += ["--vault-password-file", str(vault_password_file.resolve())]
-    if tags:
-        cmdline += ["--tags", tags]
-    if skip_tags:
-        cmdline += ["--skip-tags", skip_tags]
+    cmdline = _cmdline(check, vault_password_file, tags, skip_tags)
     # One folder per playbook run, named so that several deploys under one run id (edge, then
     # collect) stay apart and read in order: artifacts/<playbook>-<UTC time>/.
     ident = f"{book.stem}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
@@ -229,11 +221,32 @@ def run_playbook(
         raise UserError(
             f"ansible-playbook {book.name} did not run (rc {runner.rc}): {tail or runner.status}", exit_code=1
         )
+    return DeployResult(
+        runner.status, runner.rc, _host_counts(stats), artifacts_dir / "artifacts" / ident, view.failures
+    )
+
+
+def _cmdline(check: bool, vault_password_file: Path | None, tags: str | None, skip_tags: str | None) -> list[str]:
+    """The ansible-playbook flags ansible-runner takes as its `cmdline`."""
+    cmdline = []
+    if check:
+        cmdline.append("--check")
+    if vault_password_file is not None:
+        cmdline += ["--vault-password-file", str(vault_password_file.resolve())]
+    if tags:
+        cmdline += ["--tags", tags]
+    if skip_tags:
+        cmdline += ["--skip-tags", skip_tags]
+    return cmdline
+
+
+def _host_counts(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """The runner's stats (count per host under each stat) as counts per host under our column names."""
     hosts: dict[str, dict[str, int]] = {}
     for key, column in STAT_KEYS.items():
         for host, count in (stats.get(key) or {}).items():
             hosts.setdefault(host, dict.fromkeys(STAT_KEYS.values(), 0))[column] = count
-    return DeployResult(runner.status, runner.rc, hosts, artifacts_dir / "artifacts" / ident, view.failures)
+    return hosts
 
 
 def summary_table(result: DeployResult) -> Table:
