@@ -13,7 +13,7 @@ RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test lint pytest perf train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test lint fmt pytest perf train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -36,6 +36,11 @@ lint: setup ## ruff, mypy on the package, hadolint on every Dockerfile, ansible-
 	$(VENV)/bin/mypy
 	find containers -name Dockerfile -print0 | sort -z | xargs -0 $(VENV)/bin/hadolint
 	cd deploy && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../$(VENV)/bin/ansible-lint --offline --profile production -q
+	$(VENV)/bin/shellcheck .ci/run tests/slurm_bin/* deploy/slurm/*.sbatch $$(find scripts containers deploy -name '*.sh' | sort)
+
+fmt: setup ## rewrite benchmarks tests scripts: ruff's safe fixes (imports, upgrades), then ruff format
+	$(VENV)/bin/ruff check --fix-only benchmarks tests scripts
+	$(VENV)/bin/ruff format benchmarks tests scripts
 
 pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
 	@bash scripts/dockerd.sh || echo "no Docker engine could start: docker tests will skip"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of the profiling job (issue 4), for a machine with an NVIDIA GPU, PyTorch and Nsight Compute.
+# GPU check of the profiling job, for a machine with an NVIDIA GPU, PyTorch and Nsight Compute.
 # One prepared run, in the repository root:
 #   0  the gpu-marked profiling tests (pytest -m gpu tests/test_profile_*.py)
 #   A  fleetbench profile      the trainer's `seed` preset, one block (dim 2048, ffn 8192, seq 1024,
@@ -20,7 +20,7 @@
 # This script installs them into /tmp/site when the machine's python lacks them. Without the
 # ncu-report wheel it falls back to the ncu_report module that ships with Nsight Compute (extras/python).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 DEST=${1:-docs/results/profile-gpu-check}
 PY=${PY:-python3}
@@ -91,9 +91,12 @@ if [ -f "$REPORT" ]; then
 else
   say "no ncu report: steps B and C skipped (see the ncu error above)"
 fi
-cp "$RESULTS/$RUN_ID/profile/roofline.png" "$DEST/roofline_analytical.png" 2>>"$LOG"
-cp "$RESULTS/$RUN_ID/profile/trace_summary.json" "$DEST/trace_summary.json" 2>>"$LOG"
-cat "$RESULTS"/"$RUN_ID"*/records.jsonl >"$DEST/records.jsonl" 2>>"$LOG"
+{
+  cp "$RESULTS/$RUN_ID/profile/roofline.png" "$DEST/roofline_analytical.png"
+  cp "$RESULTS/$RUN_ID/profile/trace_summary.json" "$DEST/trace_summary.json"
+  cat "$RESULTS"/"$RUN_ID"*/records.jsonl >"$DEST/records.jsonl"
+} 2>>"$LOG"
+# shellcheck disable=SC2012  # a listing for the log to read, not parsed
 say "files in $DEST: $(ls "$DEST" | tr '\n' ' ')"
 say "overall exit status $status"
 exit "$status"

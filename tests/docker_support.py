@@ -209,16 +209,3 @@ def stop_monitoring(containers: list[Any]) -> None:
     for container in containers:
         with contextlib.suppress(Exception):
             container.remove(force=True)
-
-
-def cli_has(*words: str) -> bool:
-    """Whether this checkout's CLI has a command path (e.g. `train`, or `edge run`)."""
-    from fleetbench.cli.main import build_parser
-
-    parser: Any = build_parser()
-    for word in words:
-        actions = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
-        if not actions or word not in actions[0].choices:
-            return False
-        parser = actions[0].choices[word]
-    return True

@@ -17,7 +17,7 @@ VENV_BIN = Path(sys.executable).parent
 PLAYBOOKS = playbooks(DEPLOY)
 
 
-def test_the_playbooks_the_issue_names_exist() -> None:
+def test_the_playbook_set_is_site_plus_one_per_job() -> None:
     assert set(PLAYBOOKS) == {"site", "monitoring", "images", "train", "profile", "edge", "collect"}
 
 

@@ -16,22 +16,20 @@ import pytest
 
 from fleetbench.results.store import read_records
 
-# The edge commands through fleetbench.cli.main, registered here too if main does not list them yet.
-SHIM = (
-    "import sys, fleetbench.cli.main as m, fleetbench.cli.edge_cmd as e\n"
-    "m.COMMAND_MODULES = m.COMMAND_MODULES if e in m.COMMAND_MODULES else (*m.COMMAND_MODULES, e)\n"
-    "sys.argv[0] = 'fleetbench'\n"
-    "raise SystemExit(m.main())\n"
-)
-
 
 def run_edge_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
+    """`python -m fleetbench ARGS`: the console entry point in a fresh process, as a user runs it."""
     full_env = {**os.environ, "FLEETBENCH_PUSHGATEWAY": "", **(env or {})}
     full_env.pop("WGPU_BACKEND_TYPE", None) if "WGPU_BACKEND_TYPE" not in (env or {}) else None
     return subprocess.run(
-        [sys.executable, "-c", SHIM, *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "fleetbench", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -93,10 +91,8 @@ def test_quick_run_writes_record_table_and_artifacts(vulkan: None, tmp_path: Pat
 def test_wgpu_backend_env_is_honoured_and_checked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    from fleetbench.cli import edge_cmd, main
+    from fleetbench.cli import main
 
-    if edge_cmd not in main.COMMAND_MODULES:
-        monkeypatch.setattr(main, "COMMAND_MODULES", (*main.COMMAND_MODULES, edge_cmd))
     monkeypatch.setenv("WGPU_BACKEND_TYPE", "Glide")
     assert main.main(["edge", "info"]) == 2
     assert capfd.readouterr().err.strip() == (
@@ -147,10 +143,8 @@ def test_bad_input_gets_one_clear_line(
 ) -> None:
     # In-process (main() is the console entry point) to keep the suite quick; capfd also sees what native
     # libraries write to fd 2, so the one-line promise covers them too.
-    from fleetbench.cli import edge_cmd, main
+    from fleetbench.cli import main
 
-    if edge_cmd not in main.COMMAND_MODULES:
-        monkeypatch.setattr(main, "COMMAND_MODULES", (*main.COMMAND_MODULES, edge_cmd))
     monkeypatch.delenv("WGPU_BACKEND_TYPE", raising=False)
     monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
     monkeypatch.chdir(tmp_path)

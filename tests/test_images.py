@@ -28,7 +28,6 @@ from docker_support import (
     SESSION_NAMESPACE,
     Monitoring,
     SessionImages,
-    cli_has,
     start_monitoring,
     stop_monitoring,
 )
@@ -200,21 +199,9 @@ def test_edge_image_runs_kernels_on_lavapipe(
 ) -> None:
     results = tmp_path / "results"
     run_id = "img-edge"
-    edge_args = ["run", "--quick", "--run-id", run_id]
-    if cli_has("edge", "run"):
-        program = ["edge", *edge_args]
-        path = "fleetbench edge run"
-    else:  # the runner is in the image; its CLI command is not registered in this checkout yet
-        program = [
-            "python", "-c",
-            "import fleetbench.cli.main as m\nfrom fleetbench.cli import edge_cmd\n"
-            "m.COMMAND_MODULES = (*m.COMMAND_MODULES, edge_cmd)\n"
-            f"raise SystemExit(m.main(['edge', *{edge_args!r}]))",
-        ]  # fmt: skip
-        path = "fleetbench.cli.edge_cmd (edge run; not yet in the CLI's command list)"
     done = cli(
         "run", "edge-vulkan", "--variant", "cpu", "--results-dir", str(results),
-        "--pushgateway", monitoring.pushgateway_url, *NS, "--", *program,
+        "--pushgateway", monitoring.pushgateway_url, *NS, "--", "edge", "run", "--quick", "--run-id", run_id,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (record,) = read_records(results / run_id)
@@ -226,7 +213,7 @@ def test_edge_image_runs_kernels_on_lavapipe(
     series = PrometheusClient(monitoring.prometheus_url).wait_for(f'{{run_id="{run_id}"}}', timeout_s=45)
     assert series
     with capsys.disabled():
-        print(f"\nedge image ran via {path}: {len(kernels)} kernels correct on {record.device}")
+        print(f"\nedge image ran `fleetbench edge run`: {len(kernels)} kernels correct on {record.device}")
 
 
 @pytest.mark.slow

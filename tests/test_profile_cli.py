@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testdata import get_test_data_dir
 import torch
 from rich.console import Console
 
 from fleetbench.profile.classify import CLASSES
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 FAST_PEAKS = [
@@ -31,12 +31,10 @@ FAST_PEAKS = [
 ]
 
 
-def register_profile_commands(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+def real_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """The console entry point, in process, with nothing pushed to a Pushgateway."""
     from fleetbench.cli import main as cli_main
-    from fleetbench.cli import profile_cmd
 
-    if profile_cmd not in cli_main.COMMAND_MODULES:
-        monkeypatch.setattr(cli_main, "COMMAND_MODULES", (*cli_main.COMMAND_MODULES, profile_cmd))
     monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
 
     def run(*args: str) -> int:
@@ -47,14 +45,14 @@ def register_profile_commands(monkeypatch: pytest.MonkeyPatch) -> Callable[..., 
 
 @pytest.fixture
 def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    return register_profile_commands(monkeypatch)
+    return real_cli(monkeypatch)
 
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, str]]:
     """One `fleetbench profile` of the default workload (the trainer's tiny preset on the CPU)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        fleetbench = register_profile_commands(monkeypatch)
+        fleetbench = real_cli(monkeypatch)
         root = tmp_path_factory.mktemp("profile")
         buffer = StringIO()  # what the user sees on the console
         monkeypatch.setattr("fleetbench.cli.main.Console", lambda **_: Console(file=buffer, width=140))
