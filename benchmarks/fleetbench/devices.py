@@ -16,11 +16,14 @@ DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 @dataclass(frozen=True)
 class DeviceInfo:
+    """The device a job runs on, with the `device` and `backend` label values that describe it."""
+
     torch_device: torch.device
     backend: str  # compute API: cpu, cuda, mps
     name: str  # model name, e.g. "NVIDIA H200" or the CPU's model name
 
     def synchronize(self) -> None:
+        """Wait until the device has finished queued work, so a timer read after it is honest."""
         if self.backend == "cuda":
             torch.cuda.synchronize(self.torch_device)
         elif self.backend == "mps":
@@ -29,6 +32,7 @@ class DeviceInfo:
 
 @cache
 def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo, else what the platform module knows, else "cpu"."""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         for line in cpuinfo.read_text(errors="replace").splitlines():
@@ -38,10 +42,15 @@ def cpu_model_name() -> str:
 
 
 def mps_available() -> bool:
+    """Whether this torch build has the MPS backend and the machine offers it (Apple silicon)."""
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
 def resolve_device(choice: str = "auto", index: int = 0) -> DeviceInfo:
+    """The device for `choice` (one of DEVICE_CHOICES; auto: CUDA when present, else CPU).
+
+    `index` picks the CUDA device. Raises UserError when the choice is unknown or not present here.
+    """
     if choice not in DEVICE_CHOICES:
         raise UserError(f"device {choice!r} is not accepted; use one of {', '.join(DEVICE_CHOICES)}")
     if choice == "auto":

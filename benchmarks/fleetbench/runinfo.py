@@ -24,17 +24,20 @@ RECORDED_PACKAGES = ("fleetbench", "torch", "numpy", "prometheus-client", "pydan
 
 
 def new_run_id(now: datetime | None = None) -> str:
+    """A fresh run id: UTC time (so runs sort by age) plus four random hex digits (so they never collide)."""
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{secrets.token_hex(2)}"
 
 
 def validate_run_id(run_id: str) -> str:
+    """Return `run_id` unchanged if it is safe as a folder name and label value; else raise UserError."""
     if not RUN_ID_PATTERN.fullmatch(run_id) or run_id in {".", ".."}:
         raise UserError(f"run id {run_id!r} is not accepted: use {RUN_ID_RULE}")
     return run_id
 
 
 def host_name() -> str:
+    """The host label: $FLEETBENCH_HOST (set by images and deploys), else this machine's name."""
     return os.environ.get("FLEETBENCH_HOST") or socket.gethostname()
 
 
@@ -67,6 +70,7 @@ def git_revision() -> str:
 
 @cache
 def package_versions() -> dict[str, str]:
+    """Python's version and those of RECORDED_PACKAGES that are installed, by name."""
     versions = {"python": sys.version.split()[0]}
     for name in RECORDED_PACKAGES:
         try:
@@ -77,4 +81,5 @@ def package_versions() -> dict[str, str]:
 
 
 def utc_now() -> datetime:
+    """The current time, timezone-aware in UTC (what records store)."""
     return datetime.now(UTC)

@@ -1,0 +1,1 @@
+"""The `fleetbench` command line: `main.py` builds the parser, each `*_cmd.py` one command group."""

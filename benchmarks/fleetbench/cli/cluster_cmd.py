@@ -10,7 +10,8 @@ from rich.console import Console
 DEFAULT_STATE = Path(".fleetbench/cluster")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `cluster up` and `cluster down`."""
     parser = commands.add_parser("cluster", help="local cluster of real SSH nodes for deploy tests and demos")
     sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="{up,down}")
     up = sub.add_parser("up", help="start N nodes and write their inventory")
@@ -23,6 +24,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle_up(args: argparse.Namespace, console: Console) -> int:
+    """Start the nodes and print the deploy command that targets their inventory."""
     from fleetbench.deploy.cluster import cluster_up
 
     inventory = cluster_up(args.nodes, args.state_dir, console)
@@ -31,6 +33,7 @@ def handle_up(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_down(args: argparse.Namespace, console: Console) -> int:
+    """Remove the nodes of the state folder."""
     from fleetbench.deploy.cluster import cluster_down
 
     cluster_down(args.state_dir, console)

@@ -10,7 +10,8 @@ from rich.console import Console
 from fleetbench.errors import UserError
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `dashboards [--out DIR] [--check]`."""
     parser = commands.add_parser("dashboards", help="generate the Grafana dashboards JSON (or --check it)")
     parser.add_argument("--out", type=Path, default=Path("grafana/dashboards"), help="output folder")
     parser.add_argument("--check", action="store_true", help="fail if the committed JSON is not a fresh generation")
@@ -18,6 +19,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    """Write every dashboard's JSON, or with --check fail (exit 1) when the committed files differ."""
     from fleetbench.dashboards.build import stale, write_all
     from fleetbench.dashboards.registry import DASHBOARDS
 

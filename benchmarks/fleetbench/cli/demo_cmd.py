@@ -10,13 +10,15 @@ from fleetbench.cli.options import add_run_options, config_from_args
 from fleetbench.services.stack import default_stack
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `demo` with the run options."""
     parser = commands.add_parser("demo", help="run every benchmark on the CPU into a local Prometheus")
     add_run_options(parser)
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    """Run the demo against the local stack (started if needed)."""
     config = config_from_args(args)
     from fleetbench.demo import run_demo  # torch loads only once the arguments are known good
 

@@ -12,7 +12,8 @@ from fleetbench.results.store import DEFAULT_RESULTS_DIR
 from fleetbench.runinfo import new_run_id, validate_run_id
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `deploy PLAYBOOK --inventory DIR` and the ansible flags it passes through."""
     parser = commands.add_parser("deploy", help="run a playbook of deploy/ (site, monitoring, images, train, ...)")
     parser.add_argument("playbook", help="site, monitoring, images, train, profile, edge or collect")
     parser.add_argument("--inventory", "-i", type=Path, required=True, help="inventory folder or file")
@@ -28,6 +29,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def parse_extra_vars(pairs: list[str]) -> dict[str, str]:
+    """--extra-vars KEY=VALUE pairs as a dict (the value may be empty); anything else is a UserError."""
     extra = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -38,6 +40,7 @@ def parse_extra_vars(pairs: list[str]) -> dict[str, str]:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    """Run the playbook under the run's folder; print the per-host table; exit 1 when a task failed."""
     from fleetbench.deploy.launcher import run_playbook, summary_table
 
     run_id = validate_run_id(args.run_id) if args.run_id else new_run_id()

@@ -45,6 +45,7 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: global flags, then one subcommand per module of COMMAND_MODULES."""
     parser = OneLineParser(prog="fleetbench", description=__doc__)
     parser.add_argument("--version", action="version", version=f"fleetbench {__version__}")
     parser.add_argument(
@@ -60,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command (`argv`, default sys.argv[1:]) and return its exit status.
+
+    A UserError becomes one `fleetbench: error: ...` line on stderr and its exit code; Ctrl-C 130.
+    """
     console = Console(stderr=True)
     try:
         args = build_parser().parse_args(argv)

@@ -17,6 +17,7 @@ from fleetbench.telemetry.push import PUSHGATEWAY_ENV
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
+    """--config, --set, --run-id, --results-dir and --pushgateway, read back by `config_from_args`."""
     group = parser.add_argument_group("run and telemetry")
     group.add_argument(
         "--config", type=Path, metavar="FILE", help="YAML or TOML config (sections: run, telemetry, ...)"
@@ -54,6 +55,11 @@ def print_record_path(console: Console, config: FleetbenchConfig, record: Result
 def config_from_args(
     args: argparse.Namespace, extra_flags: dict[str, tuple[Any, str]] | None = None
 ) -> FleetbenchConfig:
+    """The validated config of a command: file, --set overrides, the run options, then `extra_flags`.
+
+    `extra_flags` maps a dotted key to (value, flag name); a None value leaves the key alone, and the
+    flag name is what an error message blames.
+    """
     flags: dict[str, tuple[Any, str]] = {
         "run.run_id": (args.run_id, "--run-id"),
         "run.results_dir": (str(args.results_dir) if args.results_dir else None, "--results-dir"),

@@ -12,7 +12,8 @@ from rich.table import Table
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs, read_records
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `results list` and `results show RUN_ID`."""
     parser = commands.add_parser("results", help="list runs and show their result records")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
     sub = parser.add_subparsers(dest="results_command", required=True, metavar="{list,show}")
@@ -24,6 +25,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle_list(args: argparse.Namespace, console: Console) -> int:
+    """Print one table row per run: benchmarks, overall status, devices, start."""
     table = Table(title=f"runs in {args.results_dir}")
     for column in ("run_id", "benchmarks", "status", "device", "start"):
         table.add_column(column)
@@ -41,6 +43,7 @@ def handle_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_show(args: argparse.Namespace, console: Console) -> int:
+    """Print a run's records: a line and the summary of each, or (--json) the records as JSON Lines."""
     records = read_records(find_run(args.results_dir, args.run_id))
     if args.json:
         for record in records:

@@ -8,5 +8,7 @@ __all__ = ["StrictModel"]
 
 
 class StrictModel(BaseModel):
+    """A config model that rejects unknown keys and validates values on assignment as well as on load."""
+
     # A misspelt key would otherwise be ignored silently and the run would measure the default.
     model_config = ConfigDict(extra="forbid", validate_assignment=True)

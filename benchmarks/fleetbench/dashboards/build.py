@@ -63,6 +63,7 @@ def _panel(panel: Panel, panel_id: int, grid: GridPos) -> Any:
 
 
 def to_grafana(dashboard: Dashboard) -> dict[str, Any]:
+    """The dashboard as Grafana JSON: variables, then rows whose panels wrap at the grid's 24 columns."""
     builder = (
         sdk.Dashboard(dashboard.title)
         .uid(dashboard.uid)
@@ -90,10 +91,12 @@ def to_grafana(dashboard: Dashboard) -> dict[str, Any]:
 
 
 def render_json(dashboard: Dashboard) -> str:
+    """The dashboard's JSON file text (sorted keys, so regeneration diffs are stable)."""
     return json.dumps(to_grafana(dashboard), indent=2, sort_keys=True) + "\n"
 
 
 def write_all(dashboards: list[Dashboard], out_dir: Path) -> list[Path]:
+    """Write `<uid>.json` for each dashboard into `out_dir`; return the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for dashboard in dashboards:

@@ -27,6 +27,8 @@ def unit_of(metric: str) -> str:
 
 @dataclass(frozen=True)
 class Query:
+    """One PromQL query of a panel, its legend template, and whether it is instant (else a range)."""
+
     expr: str
     legend: str = ""
     instant: bool = False
@@ -34,6 +36,8 @@ class Query:
 
 @dataclass(frozen=True)
 class Panel:
+    """One panel: what it shows, how (kind and unit), and its size on the 24-column grid."""
+
     title: str
     kind: PanelKind
     queries: tuple[Query, ...]
@@ -47,12 +51,16 @@ class Panel:
 
 @dataclass(frozen=True)
 class Row:
+    """A titled row of panels."""
+
     title: str
     panels: tuple[Panel, ...]
 
 
 @dataclass(frozen=True)
 class Dashboard:
+    """One dashboard: identity, the benchmarks its variable offers, and its rows."""
+
     uid: str
     title: str
     description: str
@@ -61,4 +69,5 @@ class Dashboard:
     tags: tuple[str, ...] = field(default=("fleetbench",))
 
     def panels(self) -> list[Panel]:
+        """Every panel, row by row."""
         return [panel for row in self.rows for panel in row.panels]

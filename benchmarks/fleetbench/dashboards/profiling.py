@@ -10,6 +10,7 @@ from fleetbench.dashboards.definition import Dashboard, Panel, Query, Row, sel, 
 
 
 def kernel_or_op(kernel_metric: str, op_metric: str, how: str = "max", top: int = 15) -> str:
+    """The `top` kernels by `kernel_metric`, or where a run has no kernels, the top ops by `op_metric`."""
     return f"topk({top}, {how} by (kernel) ({sel(kernel_metric)})) or topk({top}, {how} by (op) ({sel(op_metric)}))"
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fleetbench.dashboards.edge import EDGE
 from fleetbench.dashboards.definition import Dashboard
+from fleetbench.dashboards.edge import EDGE
 from fleetbench.dashboards.overview import OVERVIEW
 from fleetbench.dashboards.profiling import PROFILING
 from fleetbench.dashboards.training import TRAINING

@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
-from matplotlib.ticker import EngFormatter, FuncFormatter, PercentFormatter
+from matplotlib.ticker import EngFormatter, Formatter, FuncFormatter, PercentFormatter
 
 from fleetbench.report.sources import PanelData
 
@@ -19,6 +19,7 @@ ENG_UNITS = {"s": "s", "bytes": "B", "flops": "FLOP/s", "Bps": "B/s", "watt": "W
 
 
 def format_value(value: float, unit: str) -> str:
+    """`value` as Grafana would show it in `unit` (percent, UTC date from milliseconds, SI prefixes)."""
     if unit == "percentunit":
         return f"{value:.1%}"
     if unit.startswith("dateTime"):
@@ -28,7 +29,7 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.4g}"
 
 
-def _axis_formatter(unit: str) -> object:
+def _axis_formatter(unit: str) -> Formatter:
     if unit == "percentunit":
         return PercentFormatter(xmax=1.0)
     if unit in ENG_UNITS:
@@ -37,6 +38,7 @@ def _axis_formatter(unit: str) -> object:
 
 
 def draw(data: PanelData, path: Path) -> Path:
+    """Write the panel as a PNG at `path` (lines over time, one big number, a table or bars) and return `path`."""
     panel = data.panel
     fig, ax = plt.subplots(figsize=(6.4, 3.2), dpi=100)
     ax.set_title(panel.title, fontsize=11, loc="left")
@@ -45,10 +47,10 @@ def draw(data: PanelData, path: Path) -> Path:
         ax.set_axis_off()
     elif panel.kind == "timeseries":
         for series in data.series[:12]:
-            times = mdates.date2num([datetime.fromtimestamp(t, UTC) for t, _ in series.points])
+            times = mdates.date2num([datetime.fromtimestamp(t, UTC) for t, _ in series.points])  # type: ignore[no-untyped-call]  # unannotated in matplotlib
             ax.plot(times, [v for _, v in series.points], marker="." if len(times) < 20 else None, label=series.name)
-        ax.yaxis.set_major_formatter(_axis_formatter(panel.unit))  # type: ignore[arg-type]
-        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))
+        ax.yaxis.set_major_formatter(_axis_formatter(panel.unit))
+        ax.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S"))  # type: ignore[no-untyped-call]  # unannotated in matplotlib
         ax.tick_params(axis="x", labelrotation=20, labelsize=8)
         ax.legend(fontsize=7, loc="best")
         ax.grid(alpha=0.3)
@@ -73,7 +75,7 @@ def draw(data: PanelData, path: Path) -> Path:
     else:  # stat with several series, bar charts and bar gauges: horizontal bars
         shown = data.series[:16]
         ax.barh([s.name for s in shown], [s.last for s in shown], color="#3274d9")
-        ax.xaxis.set_major_formatter(_axis_formatter(panel.unit))  # type: ignore[arg-type]
+        ax.xaxis.set_major_formatter(_axis_formatter(panel.unit))
         ax.invert_yaxis()
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(axis="x", alpha=0.3)

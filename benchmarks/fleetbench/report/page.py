@@ -22,6 +22,7 @@ th { background: #f6f8fa; text-align: left; } .grid { display: flex; flex-wrap: 
 
 
 def data_uri(png: Path) -> str:
+    """The PNG inlined as a data: URI, so the page needs no other files."""
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
 
 
@@ -40,6 +41,11 @@ def render_page(
     artifacts: list[Path],
     source: str,
 ) -> str:
+    """The HTML page: records table, each dashboard's panel images, the run's own plots, its configs.
+
+    `panels` pairs each dashboard with its (title, PNG) images; `source` says where the panels' data
+    came from ("Prometheus" or "result records").
+    """
     first = records[0]
     rows = "".join(
         f"<tr><td>{html.escape(r.benchmark)}</td><td>{r.rank}</td><td>{html.escape(r.host)}</td>"

@@ -17,22 +17,28 @@ _LEGEND_FIELD = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 
 @dataclass
 class SeriesData:
+    """One line of a panel: its legend and its (unix time, value) points."""
+
     name: str
     points: list[tuple[float, float]] = field(default_factory=list)  # (unix time, value)
 
     @property
     def last(self) -> float:
+        """The latest value (what stat, table and bar panels show)."""
         return self.points[-1][1]
 
 
 @dataclass
 class PanelData:
+    """A panel with the series its queries returned for one run."""
+
     panel: Panel
     series: list[SeriesData]
     source: str  # "prometheus" or "records"
 
 
 def legend(template: str, labels: dict[str, str], hidden: set[str] = HIDDEN_LABELS) -> str:
+    """A series' name: the query's `{{label}}` template filled in, else its labels but `hidden` as k=v."""
     if template:
         return _LEGEND_FIELD.sub(lambda m: labels.get(m.group(1), ""), template).strip() or "value"
     shown = [f"{k}={v}" for k, v in sorted(labels.items()) if k not in hidden]
@@ -48,12 +54,15 @@ def bind(expr: str, run_id: str) -> str:
 
 
 class PrometheusSource:
+    """Panels from Prometheus: the dashboards' own queries bound to one run, over the run's time span."""
+
     def __init__(self, client: PrometheusClient, run_id: str, start: float, end: float) -> None:
         self.client, self.run_id = client, run_id
         self.start = start - 30
         self.end = min(max(end + 60, time.time()), end + 600)
 
     def panel(self, panel: Panel) -> PanelData:
+        """Run the panel's queries: range queries for time series, instant ones for the other kinds."""
         series: list[SeriesData] = []
         for query in panel.queries:
             expr = bind(query.expr, self.run_id)
@@ -77,6 +86,7 @@ class RecordsSource:
         self.records = records
 
     def panel(self, panel: Panel) -> PanelData:
+        """One point per record sample of a metric the panel's queries name, at the record's end time."""
         wanted = {name for query in panel.queries for name in metric_names(query.expr)}
         series = []
         for record in self.records:

@@ -1,0 +1,1 @@
+"""Result records: their schema (`record`) and the run folders that hold them (`store`)."""

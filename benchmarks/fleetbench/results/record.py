@@ -27,6 +27,8 @@ from fleetbench.telemetry.catalogue import Better, MetricSpec, spec
 
 
 class MetricSample(BaseModel):
+    """One exported sample: series name, its labels besides the common ones, and its value."""
+
     model_config = ConfigDict(extra="forbid")
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
@@ -45,14 +47,17 @@ class HeadlineFigure(BaseModel):
 
     @property
     def spec(self) -> MetricSpec:
+        """The catalogue entry of the figure's metric."""
         return spec(self.metric)
 
     @property
     def unit(self) -> str:
+        """The figure's unit, from the catalogue."""
         return self.spec.unit
 
     @property
     def better(self) -> Better | None:
+        """Which way the figure improves, from the catalogue; None for figures that only describe."""
         return self.spec.better
 
     def key(self) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -61,6 +66,8 @@ class HeadlineFigure(BaseModel):
 
 
 class ResultRecord(BaseModel):
+    """One line of records.jsonl: what ran where, how it ended, and what it measured (see the module docstring)."""
+
     model_config = ConfigDict(extra="forbid")
 
     schema_version: Literal[1] = 1

@@ -43,6 +43,7 @@ def append_record(run_dir: Path, record: ResultRecord) -> Path:
 
 
 def read_records(run_dir: Path) -> list[ResultRecord]:
+    """Every record of a run folder, in the order written; a missing file or bad line is a UserError."""
     path = run_dir / RECORDS_FILE
     if not path.is_file():
         raise UserError(f"{run_dir}: no result records ({RECORDS_FILE} missing); is this a run folder?")
@@ -69,6 +70,7 @@ def list_runs(results_root: Path) -> list[Path]:
 
 
 def find_run(results_root: Path, run_id: str) -> Path:
+    """The folder of run `run_id`; UserError (naming recent runs) when it holds no records."""
     validate_run_id(run_id)
     run_dir = results_root / run_id
     if not (run_dir / RECORDS_FILE).is_file():

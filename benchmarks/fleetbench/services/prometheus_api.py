@@ -15,12 +15,16 @@ from fleetbench.errors import UserError
 
 @dataclass(frozen=True)
 class Series:
+    """One series of an instant query: its labels and value."""
+
     labels: dict[str, str]
     value: float
 
 
 @dataclass(frozen=True)
 class RangeSeries:
+    """One series of a range query: its labels and (unix time, value) points."""
+
     labels: dict[str, str]
     points: list[tuple[float, float]]
 
@@ -30,6 +34,8 @@ class PromQLError(UserError):
 
 
 class PrometheusClient:
+    """Queries one Prometheus server; unreachable servers and failed queries raise UserError."""
+
     def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout_s = timeout_s
@@ -51,6 +57,7 @@ class PrometheusClient:
         return body["data"]
 
     def query(self, expr: str, at: float | None = None) -> list[Series]:
+        """Evaluate `expr` now (or at unix time `at`); a scalar result comes back as one unlabelled series."""
         params = {"query": expr} if at is None else {"query": expr, "time": f"{at:.3f}"}
         data = self._get("/api/v1/query", params)
         if data["resultType"] == "scalar":
@@ -60,6 +67,7 @@ class PrometheusClient:
         return [Series(item["metric"], float(item["value"][1])) for item in data["result"]]
 
     def query_range(self, expr: str, start: float, end: float, step_s: float) -> list[RangeSeries]:
+        """Evaluate `expr` every `step_s` seconds from `start` to `end` (unix times)."""
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step_s:g}"}
         data = self._get("/api/v1/query_range", params)
         if data["resultType"] != "matrix":
@@ -78,6 +86,7 @@ class PrometheusClient:
             time.sleep(0.25)
 
     def ready(self) -> bool:
+        """Whether the server answers its readiness endpoint."""
         try:
             with urllib.request.urlopen(f"{self.base_url}/-/ready", timeout=self.timeout_s) as response:
                 return bool(response.status == 200)

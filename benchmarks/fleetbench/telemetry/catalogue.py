@@ -39,6 +39,8 @@ NAME_PATTERN = re.compile(r"^fleetbench_[a-z][a-z0-9_]*[a-z0-9]$")
 
 @dataclass(frozen=True)
 class MetricSpec:
+    """One declared metric: name, type, unit, help text, its own labels and which way it is better."""
+
     name: str
     kind: MetricKind
     unit: str
@@ -54,6 +56,7 @@ class MetricSpec:
 
     @property
     def grafana_unit(self) -> str:
+        """The unit name a Grafana panel uses for this metric's unit."""
         return UNITS[self.unit][1]
 
     @property
@@ -318,6 +321,7 @@ HEADLINES: dict[str, tuple[str, ...]] = {
 
 
 def spec(name: str) -> MetricSpec:
+    """The catalogue entry of `name`; KeyError (naming the catalogue) for a metric not declared."""
     try:
         return CATALOGUE[name]
     except KeyError:
@@ -326,6 +330,11 @@ def spec(name: str) -> MetricSpec:
 
 def naming_problems(metric: MetricSpec) -> list[str]:
     """What breaks the naming rules; the tests require an empty list for every entry."""
+    return _name_problems(metric) + _label_problems(metric)
+
+
+def _name_problems(metric: MetricSpec) -> list[str]:
+    """Name, unit suffix, counter suffix and help text."""
     problems = []
     if not NAME_PATTERN.fullmatch(metric.name):
         problems.append("name must be fleetbench_ followed by snake_case")
@@ -342,6 +351,12 @@ def naming_problems(metric: MetricSpec) -> list[str]:
         problems.append("only counters end in _total")
     if not metric.help or not metric.help[0].isupper():
         problems.append("help must be a sentence")
+    return problems
+
+
+def _label_problems(metric: MetricSpec) -> list[str]:
+    """Own labels and the better direction."""
+    problems = []
     if set(metric.labels) & set(COMMON_LABELS) or len(set(metric.labels)) != len(metric.labels):
         problems.append("labels repeat a common label or each other")
     if metric.better is not None and metric.kind not in ("gauge", "counter"):

@@ -13,7 +13,7 @@ from prometheus_client.exposition import generate_latest
 from fleetbench.telemetry.catalogue import COMMON_LABELS, spec
 
 # `_created` series double every counter and histogram and no dashboard reads them.
-prometheus_client.disable_created_metrics()
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in prometheus_client
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,7 @@ class RunIdentity:
     rank: int = 0
 
     def labels(self) -> dict[str, str]:
+        """The common labels as Prometheus label values, in COMMON_LABELS order."""
         values = {
             "benchmark": self.benchmark,
             "run_id": self.run_id,
@@ -77,15 +78,19 @@ class MetricRecorder:
         return metric.labels(**values)
 
     def set(self, name: str, value: float, **labels: object) -> None:
+        """Set a gauge of the catalogue; `labels` are its own labels (the common ones come from the identity)."""
         self._child(name, labels).set(value)
 
     def inc(self, name: str, amount: float = 1.0, **labels: object) -> None:
+        """Add `amount` to a counter of the catalogue."""
         self._child(name, labels).inc(amount)
 
     def observe(self, name: str, value: float, **labels: object) -> None:
+        """Record one observation in a histogram or summary of the catalogue."""
         self._child(name, labels).observe(value)
 
     def exposition(self) -> bytes:
+        """The registry in Prometheus' text format."""
         return generate_latest(self.registry)
 
     def samples(self) -> list[dict[str, Any]]:

@@ -14,6 +14,8 @@ from fleetbench.errors import UserError
 
 @dataclass(frozen=True)
 class SpoolEntry:
+    """One push that did not get through: where it was going, its group, and the exposition it carried."""
+
     gateway: str
     job: str
     grouping_key: dict[str, str]
@@ -22,12 +24,15 @@ class SpoolEntry:
     reason: str
 
     def group_id(self) -> str:
+        """A file name for the entry's Pushgateway group, so a newer entry replaces an older one."""
         # A push replaces its whole group, so the newest entry for a group is the only one worth keeping.
         key = json.dumps([self.gateway, self.job, sorted(self.grouping_key.items())])
         return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
 class Spool:
+    """A folder of spooled pushes, one JSON file per Pushgateway group."""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
@@ -48,6 +53,7 @@ class Spool:
         return target
 
     def entries(self) -> list[tuple[Path, SpoolEntry]]:
+        """Every entry with its file, in name order; a file that is not an entry is a UserError."""
         if not self.directory.is_dir():
             return []
         found = []
@@ -60,4 +66,5 @@ class Spool:
 
     @staticmethod
     def remove(path: Path) -> None:
+        """Delete an entry's file (already gone is fine: a concurrent flush may have taken it)."""
         path.unlink(missing_ok=True)
