@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from conftest import run_cli
 from fleetbench.dashboards.registry import DASHBOARDS
@@ -49,7 +48,7 @@ def open_in_chromium(page: Path, screenshot: Path) -> tuple[list[str], list[int]
 
 
 def test_report_from_prometheus_renders_every_panel(demo_run: Path, prometheus: PrometheusClient) -> None:
-    page = build_report(demo_run, prometheus.base_url, Console(quiet=True))
+    page = build_report(demo_run, prometheus.base_url)
     text = page.read_text()
     assert page == demo_run / "report" / "index.html"
     assert "panels from Prometheus" in text

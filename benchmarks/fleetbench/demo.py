@@ -7,6 +7,7 @@ dashboards use, and prints where everything is.
 
 from __future__ import annotations
 
+import logging
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +27,8 @@ from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack
 from fleetbench.train.stage import run_train_stage
 
+log = logging.getLogger(__name__)
+
 Stage = Callable[[FleetbenchConfig, Console], ResultRecord]
 
 
@@ -38,10 +41,10 @@ STAGES: list[tuple[str, Stage]] = [
 
 
 def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> Path:
+    """Run every stage into one run folder through `stack`, render the report, and return the run folder."""
     console.rule("[bold]fleetbench demo[/]: the embedded default (CPU, local Prometheus)")
     stack.up()
-    reused = f" (reusing the running {' and '.join(sorted(stack.adopted))})" if stack.adopted else ""
-    console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback){reused}")
+    console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback)")
     run_id = config.run.run_id or new_run_id()
     config = config.model_copy(
         update={
@@ -59,11 +62,13 @@ def run_demo(config: FleetbenchConfig, stack: LocalStack, console: Console) -> P
     console.rule("what Prometheus holds for this run")
     console.print(arrived_table(prometheus, run_id))
     if len(arrived) < len(records):
-        console.print(
-            f"[yellow]only {len(arrived)} of {len(records)} runs reached Prometheus; "
-            f"spooled pushes wait in {default_spool_dir(config.run.results_dir)}[/]"
+        log.warning(
+            "only %d of %d runs reached Prometheus; spooled pushes wait in %s",
+            len(arrived),
+            len(records),
+            default_spool_dir(config.run.results_dir),
         )
-    page = build_report(run_dir, stack.prometheus_url, console)
+    page = build_report(run_dir, stack.prometheus_url)
     expr = urllib.parse.quote(f'fleetbench_probe_achieved_flop_per_second{{run_id="{run_id}"}}')
     console.rule("where to look")
     console.print(

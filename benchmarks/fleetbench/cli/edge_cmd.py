@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ from rich.console import Console
 
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 from fleetbench.errors import UserError
+
+log = logging.getLogger(__name__)
 
 BACKEND_HELP = "auto, vulkan, metal, d3d12 or opengl (default: auto, or $WGPU_BACKEND_TYPE)"
 
@@ -36,7 +39,8 @@ def _ints(text: str | None, flag: str) -> list[int] | None:
         raise UserError(f"{flag} {text!r} is not accepted; accepted: CPU numbers like 0,1") from None
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `edge run`, `edge export` and `edge info`."""
     parser = commands.add_parser("edge", help="edge GPUs: Vulkan/Metal kernels through wgpu, MPS, ExecuTorch")
     sub = parser.add_subparsers(dest="edge_command", required=True, metavar="SUBCOMMAND", parser_class=type(parser))
 
@@ -74,6 +78,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle_run(args: argparse.Namespace, console: Console) -> int:
+    """Run the edge job; with --pte and no kernels chosen, time the program alone."""
     flags: dict[str, tuple[Any, str]] = {
         "edge.backend": (args.backend, "--backend"),
         "edge.adapter": (args.adapter, "--adapter"),
@@ -99,6 +104,11 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_export(args: argparse.Namespace, console: Console) -> int:
+    """Export the model to one .pte per partitioner; partitioners named explicitly must all work.
+
+    With `all` (or the config's list), a partitioner this host cannot lower to is skipped with a
+    warning; no program at all is a UserError.
+    """
     names = _list(args.partitioners, "--partitioners")
     strict = names is not None and names != ["all"]
     flags: dict[str, tuple[Any, str]] = {
@@ -119,12 +129,12 @@ def handle_export(args: argparse.Namespace, console: Console) -> int:
     with console.status("building the model ...") as status:
         built = build(edge.module, edge.seed, edge.model_batch)
         ensure_writable_dir(out_dir, "export folder", "--out-dir DIR")
-        console.print(f"model {built.name} ({built.spec}); torch.export + to_edge_transform_and_lower ...")
+        log.info("model %s (%s); torch.export + to_edge_transform_and_lower ...", built.name, built.spec)
         status.update("torch.export ...")
         results = pte.export(built, partitioners, out_dir, edge.seed, edge.model_batch, strict=strict, status=status)
     for result in results:
         if result.path is None:
-            console.print(f"[yellow]skipped {result.skipped}[/]")
+            log.warning("skipped %s", result.skipped)
         else:
             delegated = f"{result.delegated} delegated subgraph(s)" if result.delegated else "nothing delegated"
             console.print(f"wrote {result.path} ({result.partitioner}, {delegated}, {result.seconds:.1f} s)")
@@ -134,6 +144,7 @@ def handle_export(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_info(args: argparse.Namespace, console: Console) -> int:
+    """List the adapters (the selected one starred), its limits and the runtimes; --json: its full report."""
     from fleetbench.edge import gpu, kernels, spirv
 
     backend = gpu.resolve_backend(args.backend or "auto")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 from pathlib import Path
@@ -14,10 +15,13 @@ from fleetbench.images.specs import DEFAULT_NAMESPACE, IMAGES, VARIANTS
 from fleetbench.results.store import DEFAULT_RESULTS_DIR
 from fleetbench.telemetry.push import PUSHGATEWAY_ENV
 
+log = logging.getLogger(__name__)
+
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `images build|base|list|run|save|load`."""
     parser = commands.add_parser("images", help="container images: build, list, run, save, load (Docker SDK)")
     sub = parser.add_subparsers(dest="images_command", required=True, metavar="{build,base,list,run,save,load}")
     names = ", ".join(IMAGES)
@@ -150,6 +154,7 @@ def _print_table(console: Console, table: object) -> None:
 
 
 def namespace_of(args: argparse.Namespace) -> str:
+    """The image repository prefix: --namespace, $FLEETBENCH_IMAGE_NAMESPACE or the default; checked."""
     value = args.namespace or os.environ.get("FLEETBENCH_IMAGE_NAMESPACE") or DEFAULT_NAMESPACE
     if not NAMESPACE_PATTERN.fullmatch(value):
         raise UserError(f"image namespace {value!r} is not accepted; use lowercase letters, digits, '.', '_', '-', '/'")
@@ -157,6 +162,7 @@ def namespace_of(args: argparse.Namespace) -> str:
 
 
 def handle_build(args: argparse.Namespace, console: Console) -> int:
+    """Build the named images (default: all of the variant) and print what was built."""
     namespace = namespace_of(args)
     from fleetbench.images.build import build_images, results_table
 
@@ -174,6 +180,7 @@ def handle_build(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_base(args: argparse.Namespace, console: Console) -> int:
+    """Make the offline base image of the cpu variants unless it exists (or --rebuild)."""
     namespace = namespace_of(args)
     from fleetbench.images.base import ensure_base
     from fleetbench.images.build import default_context
@@ -181,11 +188,12 @@ def handle_base(args: argparse.Namespace, console: Console) -> int:
 
     ref, built = ensure_base(connect(), namespace, default_context() / "build", console, rebuild=args.rebuild)
     if not built:
-        console.print(f"{ref} is up to date (--rebuild makes it again)")
+        log.info("%s is up to date (--rebuild makes it again)", ref)
     return 0
 
 
 def handle_list(args: argparse.Namespace, console: Console) -> int:
+    """Print a table of the namespace's image tags on this engine."""
     namespace = namespace_of(args)
     from rich.table import Table
 
@@ -207,6 +215,7 @@ def handle_list(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_run(args: argparse.Namespace, console: Console) -> int:
+    """Run a benchmark image; the exit status is the container's."""
     args, program = split_run_arguments(args)
     namespace = namespace_of(args)
     from fleetbench.images.run import parse_env, run_image
@@ -227,6 +236,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_save(args: argparse.Namespace, console: Console) -> int:
+    """Write the named images to a tar archive (or stdout)."""
     namespace = namespace_of(args)
     from fleetbench.images.transfer import save_images
 
@@ -235,6 +245,7 @@ def handle_save(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_load(args: argparse.Namespace, console: Console) -> int:
+    """Load images from an archive (or stdin)."""
     from fleetbench.images.transfer import load_images
 
     load_images(args.input, console)

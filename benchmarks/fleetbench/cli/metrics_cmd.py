@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from rich.console import Console
@@ -16,8 +17,11 @@ from fleetbench.telemetry.catalogue import CATALOGUE
 from fleetbench.telemetry.push import PushPolicy, flush_spool
 from fleetbench.telemetry.spool import Spool
 
+log = logging.getLogger(__name__)
 
-def register(commands: argparse._SubParsersAction) -> None:
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `metrics catalogue` and `metrics flush`."""
     parser = commands.add_parser("metrics", help="metric catalogue; flush spooled pushes")
     sub = parser.add_subparsers(dest="metrics_command", required=True, metavar="{catalogue,flush}")
     catalogue = sub.add_parser("catalogue", help="list every metric the suite exports")
@@ -36,6 +40,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle_catalogue(args: argparse.Namespace, console: Console) -> int:
+    """Print every catalogue metric on stdout, as a table or (--json) a list of objects."""
     if args.json:
         print(
             json.dumps(
@@ -58,6 +63,7 @@ def handle_catalogue(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_flush(args: argparse.Namespace, console: Console) -> int:
+    """Push the spooled entries; exit 1 while any remain spooled."""
     gateway = args.pushgateway
     if gateway:
         try:
@@ -72,5 +78,5 @@ def handle_flush(args: argparse.Namespace, console: Console) -> int:
     report = flush_spool(Spool(spool_dir), PushPolicy(timeout_s=args.timeout, retries=2, backoff_s=0.5), gateway)
     console.print(f"spool {spool_dir}: delivered {report.delivered}, still spooled {report.failed}")
     for error in report.errors or []:
-        console.print(f"  [red]not delivered[/] {error}")
+        log.warning("not delivered: %s", error)
     return 1 if report.failed else 0

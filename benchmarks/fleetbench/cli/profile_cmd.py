@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -13,12 +14,15 @@ from fleetbench.cli.options import add_run_options, config_from_args, print_reco
 from fleetbench.config.loader import load_config
 from fleetbench.errors import UserError
 
+log = logging.getLogger(__name__)
+
 
 def _program(values: list[str]) -> list[str]:
     return values[1:] if values[:1] == ["--"] else values
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `profile`, `ncu run`, `ncu summarize` and `roofline`."""
     profile = commands.add_parser(
         "profile", help="torch.profiler trace, trace summary and analytical roofline of a workload (steps A, C)"
     )
@@ -69,6 +73,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle_profile(args: argparse.Namespace, console: Console) -> int:
+    """Profile the workload (arguments after `--` go to a script or module)."""
     from fleetbench.profile import run as profile_job  # torch loads only when a handler runs
 
     program_args = _program(args.program_args)
@@ -87,6 +92,7 @@ def handle_profile(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
+    """Capture an Nsight Compute report of the program (default: the profile workload) and summarise it."""
     from fleetbench.profile.ncu import run as ncu_job  # torch loads only when a handler runs
 
     config = config_from_args(
@@ -107,6 +113,7 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
 
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
+    """Summarise an existing report on stdout (table or --json); --record makes it a run with a record."""
     # torch loads only when a handler runs
     from fleetbench.profile.classify import thresholds_of
     from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table
@@ -126,12 +133,13 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))
     out.print(fixes_table("class and main fix", ncu_fix_rows(summary, config.profile.top)))
-    for note in summary.notes:
-        out.print(note, markup=False, highlight=False)
+    for note in summary.notes:  # ncu's own ==PROF==/==WARNING== lines: diagnostics, not the listing
+        log.info("%s", note)
     return 0
 
 
 def handle_roofline(args: argparse.Namespace, console: Console) -> int:
+    """Draw the roofline of an ncu report's kernels or a profile run's ops against measured peaks."""
     from fleetbench.profile.roofline import run as roofline_job  # torch loads only when a handler runs
 
     if args.ncu is not None and args.ops is not None:

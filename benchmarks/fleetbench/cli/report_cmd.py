@@ -13,7 +13,8 @@ from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs
 from fleetbench.services.stack import default_stack
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `report [RUN_ID]`."""
     parser = commands.add_parser("report", help="render a run's dashboards to PNG and one HTML page")
     parser.add_argument("run_id", nargs="?", help="run to report (default: the newest in --results-dir)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
@@ -27,6 +28,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    """Build the report of the run (default: the newest) and print the page's path."""
     if args.run_id:
         run_dir = find_run(args.results_dir, args.run_id)
     else:
@@ -41,6 +43,6 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )
     from fleetbench.report.build import build_report
 
-    page = build_report(run_dir, url, console)
+    page = build_report(run_dir, url)
     console.print(f"report: {page}")
     return 0

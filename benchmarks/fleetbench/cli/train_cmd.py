@@ -9,6 +9,7 @@ torchrun --nproc-per-node 2 -m fleetbench train     # torchrun directly: each pr
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 
 from rich.console import Console
@@ -17,8 +18,11 @@ from fleetbench.cli.options import add_run_options, config_from_args, print_reco
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
+log = logging.getLogger(__name__)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The run options, the training shortcuts for --set train.KEY and the torchrun launch flags."""
     add_run_options(parser)
     group = parser.add_argument_group("training (each flag is a shortcut for --set train.KEY=VALUE)")
     group.add_argument("--preset", help="tiny (CPU default), small, seed (the reference workload), 1b")
@@ -38,7 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     launch.add_argument("--max-restarts", type=int, metavar="N", help="torchrun restarts after a failure")
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `train`."""
     parser = commands.add_parser(
         "train",
         help="train a transformer with FSDP2 (torchrun; CPU gloo or GPU NCCL)",
@@ -50,6 +55,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
+    """Launch torchrun and train (or, inside torchrun, train as this rank) and print where the record is."""
     from fleetbench.train import run as train_job
     from fleetbench.train.parallel import DistEnv
 
@@ -70,7 +76,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     record = train_job.run(config, console)
     print_record_path(console, config, record)
     if record.rank != 0:
-        console.print(f"rank 0 ran on another node; this is rank {record.rank}'s record", markup=False)
+        log.info("rank 0 ran on another node; this is rank %d's record", record.rank)
     return 0
 
 
@@ -97,12 +103,10 @@ def handle_rank(config: FleetbenchConfig, console: Console) -> int:
         # Another rank died (killed, OOM, crashed): its own report is the one that matters; this
         # rank says so in one line instead of a traceback through the collective that noticed.
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        console.print(
-            f"rank {os.environ.get('RANK', '?')}: a peer rank failed ({first[:160]}); "
-            "torchrun stops or restarts the job",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
+        log.error(
+            "rank %s: a peer rank failed (%s); torchrun stops or restarts the job",
+            os.environ.get("RANK", "?"),
+            first[:160],
         )
         return 1
     return 0
@@ -117,4 +121,5 @@ PEER_FAILURE_MARKERS = (
 
 
 def peer_failed(exc: BaseException) -> bool:
+    """Whether `exc` is how a collective reports that another rank went away (not this rank's fault)."""
     return isinstance(exc, RuntimeError) and any(marker in str(exc) for marker in PEER_FAILURE_MARKERS)

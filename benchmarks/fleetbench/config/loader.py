@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -12,10 +13,13 @@ from pydantic import BaseModel, ValidationError
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
+log = logging.getLogger(__name__)
+
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
+    """The sections of a YAML or TOML file (an empty file is {}); unreadable or malformed files are UserErrors."""
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise UserError(f"{path}: unsupported config format {path.suffix or '(none)'!r}; accepted: .yaml, .yml, .toml")
@@ -57,6 +61,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
 
 
 def apply_override(data: dict[str, Any], path: list[str], value: Any, origin: str) -> None:
+    """Set `value` at the key `path` of `data`, creating sections on the way; `origin` names it in errors."""
     node = data
     for part in path[:-1]:
         child = node.setdefault(part, {})
@@ -83,6 +88,7 @@ def load_config(
         if value is not None:
             apply_override(data, dotted.split("."), value, flag)
             origins[tuple(dotted.split("."))] = flag
+    log.debug("config: %s, then %s", path or "defaults", ", ".join(origins.values()) or "no overrides")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -95,6 +101,7 @@ def describe_validation_error(
     path: Path | None,
     origins: dict[tuple[str, ...], str],
 ) -> str:
+    """The first validation error as one line, blamed on the flag or --set that supplied the key, else the file."""
     errors = exc.errors()
     first = errors[0]
     loc = tuple(str(part) for part in first["loc"])
@@ -114,6 +121,7 @@ def describe_validation_error(
 
 
 def accepted_keys(model: type[BaseModel], section: tuple[str, ...]) -> list[str]:
+    """The keys the section at `section` accepts, sorted; [] when that path is not a section."""
     current: type[BaseModel] = model
     for part in section:
         field = current.model_fields.get(part)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
-from rich.console import Console
-
-from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.dashboards.definition import Dashboard
+from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.report.charts import draw
 from fleetbench.report.page import render_page
 from fleetbench.report.sources import PrometheusSource, RecordsSource
@@ -16,6 +15,8 @@ from fleetbench.results.store import read_records
 from fleetbench.services.prometheus_api import PrometheusClient
 
 REPORT_DIR = "report"
+
+log = logging.getLogger(__name__)
 
 
 def _slug(text: str) -> str:
@@ -27,12 +28,17 @@ def dashboards_for(benchmarks: set[str]) -> list[Dashboard]:
     return [d for d in DASHBOARDS if not d.benchmarks or set(d.benchmarks) & benchmarks]
 
 
-def build_report(run_dir: Path, prometheus_url: str | None, console: Console) -> Path:
+def build_report(run_dir: Path, prometheus_url: str | None) -> Path:
+    """Render the run's dashboards and write `<run_dir>/report/index.html`; return the page's path.
+
+    Panels query Prometheus at `prometheus_url`; with None, or when it is not up (a warning), they
+    are drawn from the run's result records instead.
+    """
     records = read_records(run_dir)
     run_id = run_dir.name
     client = PrometheusClient(prometheus_url) if prometheus_url else None
     if client is not None and not client.ready():
-        console.print(f"[yellow]Prometheus at {prometheus_url} is not up: rendering panels from the records[/]")
+        log.warning("Prometheus at %s is not up: rendering panels from the records", prometheus_url)
         client = None
     start = min(r.start for r in records).timestamp()
     end = max(r.end for r in records).timestamp()
@@ -45,9 +51,12 @@ def build_report(run_dir: Path, prometheus_url: str | None, console: Console) ->
         for panel in dashboard.panels():
             data = source.panel(panel)
             if not data.series and panel.gpu_only:
-                continue  # DCGM and GPU-trace panels on a machine without GPUs
+                # DCGM and GPU-trace panels on a machine without GPUs
+                log.debug("%s: skipped %r: GPU-only, no data", dashboard.uid, panel.title)
+                continue
             png = out / "panels" / f"{dashboard.uid}--{_slug(panel.title)}.png"
             images.append((panel.title, draw(data, png)))
+        log.debug("%s: %d panels from %s", dashboard.uid, len(images), "Prometheus" if client else "the records")
         rendered.append((dashboard, images))
     artifacts = sorted(p for p in run_dir.rglob("*.png") if REPORT_DIR not in p.relative_to(run_dir).parts)
     page = out / "index.html"

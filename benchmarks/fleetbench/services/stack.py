@@ -6,6 +6,7 @@ The demo leaves them running for a person to look at; tests start their own on f
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -25,8 +26,11 @@ DEFAULT_PROMETHEUS_PORT = 19090
 DEFAULT_PUSHGATEWAY_PORT = 19091
 BINARIES = {"prometheus": ("prometheus",), "pushgateway": ("prometheus-pushgateway", "pushgateway")}
 
+log = logging.getLogger(__name__)
+
 
 def find_binary(service: str) -> str:
+    """The path of the service's binary (on PATH or in /usr/bin); UserError when not installed."""
     for name in BINARIES[service]:
         path = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists() else None)
         if path:
@@ -38,18 +42,21 @@ def find_binary(service: str) -> str:
 
 
 def free_port() -> int:
+    """A loopback port nothing listens on right now (tests start their own services there)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((LOOPBACK, 0))
         return int(sock.getsockname()[1])
 
 
 def port_in_use(port: int) -> bool:
+    """Whether something accepts connections on the loopback `port`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.2)
         return sock.connect_ex((LOOPBACK, port)) == 0
 
 
 def http_ready(url: str) -> bool:
+    """Whether `url` answers HTTP 200 within a second."""
     try:
         with urllib.request.urlopen(url, timeout=1.0) as response:
             return bool(response.status == 200)
@@ -70,6 +77,7 @@ def speaks_like(service: str, url: str) -> bool:
 
 
 def prometheus_config(prometheus_port: int, pushgateway_port: int, scrape_interval_s: float) -> dict[str, object]:
+    """prometheus.yml of the local stack: scrape the Pushgateway (keeping pushed labels) and Prometheus itself."""
     interval = f"{round(scrape_interval_s * 1000)}ms"  # Prometheus durations take whole units
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
@@ -87,6 +95,11 @@ def prometheus_config(prometheus_port: int, pushgateway_port: int, scrape_interv
 
 @dataclass
 class LocalStack:
+    """Prometheus and Pushgateway on loopback ports, with pid files, config and logs in `state_dir`.
+
+    `adopted` names the services found already running on the agreed ports and reused, not started.
+    """
+
     state_dir: Path
     prometheus_port: int = DEFAULT_PROMETHEUS_PORT
     pushgateway_port: int = DEFAULT_PUSHGATEWAY_PORT
@@ -95,10 +108,12 @@ class LocalStack:
 
     @property
     def prometheus_url(self) -> str:
+        """Base URL of this stack's Prometheus."""
         return f"http://{LOOPBACK}:{self.prometheus_port}"
 
     @property
     def pushgateway_url(self) -> str:
+        """Base URL of this stack's Pushgateway."""
         return f"http://{LOOPBACK}:{self.pushgateway_port}"
 
     def _pid_file(self, service: str) -> Path:
@@ -113,10 +128,12 @@ class LocalStack:
             return None
 
     def running(self, service: str) -> bool:
+        """Whether this stack started `service` and it answers as ready."""
         url = self.prometheus_url if service == "prometheus" else self.pushgateway_url
         return self._pid(service) is not None and http_ready(f"{url}/-/ready")
 
     def up(self, timeout_s: float = 30.0) -> LocalStack:
+        """Start whichever service is not running (each within `timeout_s`); UserError when one cannot start."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._start(
             "pushgateway",
@@ -149,32 +166,37 @@ class LocalStack:
 
     def _start(self, service: str, argv: list[str], url: str, timeout_s: float) -> None:
         if self.running(service):
+            log.debug("%s already running at %s", service, url)
             return
         port = self.prometheus_port if service == "prometheus" else self.pushgateway_port
         if port_in_use(port) and speaks_like(service, url):
             # Started by another checkout or by hand: the same service on the agreed port serves as well.
             self.adopted.add(service)
+            log.info("reusing the %s already running at %s", service, url)
             return
         if port_in_use(port):
             raise UserError(
                 f"port {port} on {LOOPBACK} is taken by another program, so {service} cannot start there; "
                 f"free it or choose another port (FLEETBENCH_{service.upper()}_PORT)"
             )
-        log = (self.state_dir / f"{service}.log").open("ab")
-        # A session of its own: the service outlives the command that started it (the demo).
-        process = subprocess.Popen(
-            argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        log_path = self.state_dir / f"{service}.log"
+        with log_path.open("ab") as log_file:
+            # A session of its own: the service outlives the command that started it (the demo).
+            process = subprocess.Popen(
+                argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
         self._pid_file(service).write_text(str(process.pid))
+        log.debug("started %s (pid %d) for %s; its log: %s", service, process.pid, url, log_path)
         deadline = time.monotonic() + timeout_s
         while not http_ready(f"{url}/-/ready"):
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                tail = (self.state_dir / f"{service}.log").read_text(errors="replace").strip().splitlines()[-1:]
+                tail = log_path.read_text(errors="replace").strip().splitlines()[-1:]
                 raise UserError(f"{service} did not start on {url}: {' '.join(tail) or 'no output'}")
             time.sleep(0.1)
 
     def stop_service(self, service: str, timeout_s: float = 10.0) -> bool:
+        """SIGTERM the service this stack started (SIGKILL after `timeout_s`); False when none was running."""
         pid = self._pid(service)
         self._pid_file(service).unlink(missing_ok=True)
         if pid is None:
@@ -194,6 +216,7 @@ class LocalStack:
         return True
 
     def down(self) -> list[str]:
+        """Stop both services; return the names of those that were running."""
         return [service for service in ("prometheus", "pushgateway") if self.stop_service(service)]
 
 

@@ -7,6 +7,7 @@ background thread that always sends the newest snapshot, so a hung Pushgateway c
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import urllib.error
@@ -20,6 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleetbench.telemetry.spool import Spool, SpoolEntry
 
+log = logging.getLogger(__name__)
+
 JOB = "fleetbench"
 # The environment variable that names the Pushgateway when no flag or config does (jobs, images).
 PUSHGATEWAY_ENV = "FLEETBENCH_PUSHGATEWAY"
@@ -27,6 +30,8 @@ PUSHGATEWAY_ENV = "FLEETBENCH_PUSHGATEWAY"
 
 @dataclass(frozen=True)
 class PushPolicy:
+    """How hard to try a push: socket timeout, retries with doubling backoff, and background pacing."""
+
     timeout_s: float = 2.0
     retries: int = 3
     backoff_s: float = 0.2
@@ -35,7 +40,8 @@ class PushPolicy:
     interval_s: float = 1.0
 
     def worst_case_s(self) -> float:
-        backoff = sum(self.backoff_s * 2**i for i in range(self.retries))
+        """The longest a push can block under this policy: every attempt timing out, plus the backoffs."""
+        backoff = sum(self.backoff_s * 2.0**i for i in range(self.retries))
         return (self.retries + 1) * self.timeout_s + backoff
 
 
@@ -50,6 +56,7 @@ class _FamiliesCollector:
 
 
 def registry_from_exposition(text: str) -> CollectorRegistry:
+    """A registry that serves the families of a text exposition as they are (to push a spooled entry)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_FamiliesCollector(text_string_to_metric_families(text)))
     return registry
@@ -75,14 +82,18 @@ def push_with_retries(
         except urllib.error.HTTPError as exc:
             error = f"HTTP {exc.code} {exc.reason}"
             if 400 <= exc.code < 500:
+                log.debug("push to %s refused, not retried: %s", gateway, error)
                 break  # the gateway refused the content; retrying sends the same content again
         except (OSError, ValueError) as exc:  # URLError, timeouts, refused connections are OSErrors
             error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+        log.debug("push to %s, attempt %d of %d: %s", gateway, attempt + 1, policy.retries + 1, error)
     return error
 
 
 @dataclass
 class PushOutcome:
+    """What a run's pushes came to: counts, whether the final state was spooled, and the last error."""
+
     pushes_ok: int = 0
     pushes_failed: int = 0
     spooled: bool = False
@@ -176,6 +187,8 @@ class BackgroundPusher:
 
 @dataclass
 class FlushReport:
+    """What `flush_spool` delivered, what stays spooled, and why each of those failed."""
+
     delivered: int = 0
     failed: int = 0
     errors: list[str] | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import resource
 import sys
 import time
@@ -24,13 +25,17 @@ from fleetbench.telemetry.push import JOB, BackgroundPusher, PushOutcome, PushPo
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
 from fleetbench.telemetry.spool import Spool
 
+log = logging.getLogger(__name__)
+
 
 def peak_rss_bytes() -> int:
+    """This process's peak resident set size in bytes."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024  # Linux reports KiB, macOS bytes
 
 
 def grouping_key(identity: RunIdentity) -> dict[str, str]:
+    """The Pushgateway group of one run's rank: each rank's push replaces only its own series."""
     return {
         "benchmark": identity.benchmark,
         "run_id": identity.run_id,
@@ -39,7 +44,7 @@ def grouping_key(identity: RunIdentity) -> dict[str, str]:
     }
 
 
-def open_run(
+def open_run(  # noqa: PLR0913 - the jobs of other packages pass device and backend positionally; rank and run_id are keyword-only, for torchrun ranks
     config: FleetbenchConfig,
     benchmark: str,
     settings: BaseModel,
@@ -126,6 +131,7 @@ class BenchmarkRun:
             self._pusher.submit()
 
     def add_artifact(self, path: Path) -> None:
+        """List a file the run wrote (inside its run folder) in the record's artifacts."""
         self.artifacts.append(str(path.relative_to(self.run_dir)))
 
     def add_headline(self, metric: str, value: float, samples: list[float] | None = None, **labels: object) -> None:
@@ -156,6 +162,11 @@ class BenchmarkRun:
         self.finish(error=None if exc is None else (str(exc) or type(exc).__name__))
 
     def finish(self, error: str | None = None) -> ResultRecord:
+        """End the run once: final metrics, last push (or spool), .prom files, the record appended.
+
+        `error` is the one-line reason of a failed run (None: it succeeded). Later calls return the
+        same record.
+        """
         if self.record is not None:
             return self.record
         end = utc_now()
@@ -169,6 +180,14 @@ class BenchmarkRun:
             self.metrics.set("fleetbench_run_last_success_timestamp_seconds", end.timestamp())
         if self._pusher is not None:
             self.push_outcome = self._pusher.close()
+            if self.push_outcome.spooled:
+                log.warning(
+                    "%s: the final push to %s failed (%s); spooled in %s for `fleetbench metrics flush`",
+                    self.identity.benchmark,
+                    self._pusher.gateway,
+                    self.push_outcome.last_error,
+                    self.spool.directory,
+                )
         if self._http is not None:
             server, _thread = self._http
             server.shutdown()
