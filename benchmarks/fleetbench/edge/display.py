@@ -1,9 +1,10 @@
-"""What `edge run` prints: the adapter, the kernel and model tables."""
+"""What `edge run` shows: the adapter (logged), the kernel and model tables, the GEMM/peak ratios."""
 
 from __future__ import annotations
 
+import logging
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -12,6 +13,11 @@ from rich.table import Table
 
 from fleetbench.edge import gpu
 from fleetbench.edge.rows import KernelRow
+
+if TYPE_CHECKING:
+    from fleetbench.edge.plan import EdgePlan
+
+log = logging.getLogger(__name__)
 
 
 def _ms(seconds: float) -> str:
@@ -89,33 +95,37 @@ def yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def show_adapter(console: Console, rep: gpu.AdapterReport, timing: str) -> None:
-    """The adapter, its timing source and the features the kernels depend on."""
+def log_adapter(rep: gpu.AdapterReport, timing: str) -> None:
+    """Log the adapter, its timing source and the features the kernel set depends on."""
     how = " (GPU timestamp queries)" if timing == "timestamp" else " (host clock around a synchronised submit)"
-    console.print(
-        f"adapter [bold]{rep.device}[/] ({rep.backend}, {rep.adapter_type}, driver {rep.driver}); timing: {timing}{how}"
+    log.info(
+        "adapter %s (%s, %s, driver %s); timing: %s%s",
+        rep.device,
+        rep.backend,
+        rep.adapter_type,
+        rep.driver,
+        timing,
+        how,
     )
     coop = ", ".join(f"{ext} {'unknown' if v is None else yes_no(v)}" for ext, v in rep.cooperative_matrix.items())
-    console.print(
-        "features: "
-        + ", ".join(f"{f} {yes_no(rep.has(f))}" for f in ("shader-f16", "subgroup", "timestamp-query"))
-        + (f" (subgroup size {rep.subgroup_size})" if rep.subgroup_size else "")
-        + (f"; {coop}" if coop else "")
+    log.info(
+        "features: %s%s%s",
+        ", ".join(f"{f} {yes_no(rep.has(f))}" for f in ("shader-f16", "subgroup", "timestamp-query")),
+        f" (subgroup size {rep.subgroup_size})" if rep.subgroup_size else "",
+        f"; {coop}" if coop else "",
     )
 
 
 def show_results(
-    console: Console,
-    rows: list[KernelRow],
-    ratios: dict[str, float],
-    models: list[dict[str, Any]],
-    device: str,
-    backend: str,
-    timing: str,
+    console: Console, plan: EdgePlan, rows: list[KernelRow], ratios: dict[str, float], models: list[dict[str, Any]]
 ) -> None:
     """The kernel table, the GEMM/peak ratios and the model table."""
     if rows:
-        title = f"edge kernels on {device} ({backend}, {timing} timing; var = CV of the tries' medians, ! = not stable)"
+        device, backend = plan.runs_on()
+        title = (
+            f"edge kernels on {device} ({backend}, {plan.timing} timing; "
+            "var = CV of the tries' medians, ! = not stable)"
+        )
         show(console, kernel_table(rows, title))
     if ratios:
         console.print("GEMM / f32 FMA peak: " + ", ".join(f"{k} {v:.1%}" for k, v in ratios.items()))

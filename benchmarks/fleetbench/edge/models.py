@@ -2,44 +2,45 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
-
-from rich.console import Console
 
 from fleetbench.config.schema import EdgeConfig
 from fleetbench.edge.export import record_model
 from fleetbench.edge.plan import EdgePlan
 from fleetbench.telemetry.session import BenchmarkRun
 
+log = logging.getLogger(__name__)
 
-def run_mps_path(cfg: EdgeConfig, run: BenchmarkRun, console: Console, models: list[dict[str, Any]]) -> dict[str, Any]:
+
+def run_mps_path(cfg: EdgeConfig, run: BenchmarkRun, models: list[dict[str, Any]]) -> dict[str, Any]:
     """Time the model on PyTorch MPS and record it (appended to `models`); a skip reason where MPS is off or missing."""
     if not cfg.mps:
         return {"skipped": "edge.mps=false"}
     from fleetbench.edge import mps
 
     if not mps.mps_available():
-        console.print(f"[yellow]mps: {mps.SKIP_REASON}; skipped[/]")
+        log.warning("mps: %s; skipped", mps.SKIP_REASON)
         return {"skipped": mps.SKIP_REASON}
     from fleetbench.edge.model_factory import build
 
     built = build(cfg.module, cfg.seed, cfg.model_batch)
-    console.print(f"mps: {built.name} forward, {cfg.pte_warmup} warm-ups, {cfg.pte_iterations} iterations ...")
+    log.info("mps: %s forward, %d warm-ups, %d iterations ...", built.name, cfg.pte_warmup, cfg.pte_iterations)
     timing_result = mps.run_mps(built, cfg.pte_warmup, cfg.pte_iterations, cfg.model_tolerance)
     summary = record_model(run, timing_result, cfg.trim_ratio)
     models.append(summary)
     return summary
 
 
-def run_program(plan: EdgePlan, run: BenchmarkRun, console: Console, models: list[dict[str, Any]]) -> list[str]:
+def run_program(plan: EdgePlan, run: BenchmarkRun, models: list[dict[str, Any]]) -> list[str]:
     """Time the planned ExecuTorch program and eager PyTorch on the same input; the disagreements."""
     if plan.program is None:
         return []
     from fleetbench.edge import pte
 
     cfg = plan.cfg
-    console.print(
-        f"ExecuTorch program {plan.program.path} ({cfg.pte_warmup} warm-ups, {cfg.pte_iterations} iterations) ..."
+    log.info(
+        "ExecuTorch program %s (%d warm-ups, %d iterations) ...", plan.program.path, cfg.pte_warmup, cfg.pte_iterations
     )
     et, eager = pte.run_program(
         plan.program, cfg.module, cfg.seed, cfg.pte_warmup, cfg.pte_iterations, cfg.model_tolerance
@@ -55,5 +56,5 @@ def run_program(plan: EdgePlan, run: BenchmarkRun, console: Console, models: lis
                 f"(max rel error {t.max_rel_error:.2e} > {cfg.model_tolerance:g})"
             )
     if et.note:
-        console.print(f"[yellow]{et.note}[/]")
+        log.warning(et.note)
     return failures

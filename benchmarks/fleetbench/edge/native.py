@@ -2,7 +2,7 @@
 
 Such text bypasses Python's sys.stderr and would break the CLI's promise of one line per error.
 `native_stderr` redirects fd 2 into a temporary file for the duration of a block and hands the text
-to the caller, who decides what to show: `forward_unexpected` re-emits everything except known noise.
+to the caller, who decides what to show: `forward_unexpected` logs everything but known noise as warnings.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import logging
 import os
 import sys
 import tempfile
@@ -26,6 +27,8 @@ def optional_module(name: str) -> Any:
 # Printed by libwayland-client when wgpu's Vulkan backend probes for a Wayland display on a headless
 # machine; harmless for compute.
 NOISE = ("XDG_RUNTIME_DIR is invalid or not set",)
+
+log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -49,7 +52,7 @@ def native_stderr(sink: list[str]) -> Iterator[None]:
 
 
 def forward_unexpected(sink: list[str]) -> None:
-    """Pass on what native code wrote, except the lines known to be harmless noise."""
+    """Log what native code wrote as warnings, except the lines known to be harmless noise."""
     for line in "".join(sink).splitlines():
         if line.strip() and not any(noise in line for noise in NOISE):
-            print(line, file=sys.stderr)
+            log.warning(line)

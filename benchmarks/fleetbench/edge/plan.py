@@ -80,6 +80,14 @@ class EdgePlan:
     spirv_files: list[str] = field(default_factory=list)
     program: LoadedProgram | None = None
 
+    def runs_on(self) -> tuple[str, str]:
+        """The `device` and `backend` labels: the adapter and its API; an ExecuTorch program alone runs on this CPU."""
+        if self.adapter is not None:
+            return self.adapter.device, self.adapter.backend
+        from fleetbench.devices import cpu_model_name
+
+        return cpu_model_name(), "cpu"
+
 
 def apply_cpu_affinity(cpus: list[int] | None) -> list[int] | None:
     """Pin this process to `cpus` (Linux); returns the CPUs now allowed, or None when unset."""
@@ -159,8 +167,12 @@ def _compile(device: Any, code: str | bytes, entry_point: str, what: str, adapte
         raise UserError(f"{what}: shader did not compile on {adapter}: {first}") from None
 
 
-def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
-    """Choose, check and compile everything; raises UserError before anything is written."""
+def plan_edge(cfg: EdgeConfig, console: Console | None = None) -> EdgePlan:
+    """Choose, check and compile everything; raises UserError before anything is written.
+
+    What was skipped is in the plan's notes. `console` is not used; it stays for callers that still
+    pass one (scripts/perf_edge.py).
+    """
     from fleetbench.edge import pte
 
     apply_cpu_affinity(cfg.cpu_affinity)
@@ -176,27 +188,45 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
     notes: list[str] = []
     dtypes = _dtypes(cfg, rep, notes)
     timing_kind = _timing(cfg, rep)
-    wanted: list[str] = list(cfg.kernels)
-    if any(kernels.KERNELS[k].lang == "glsl" for k in wanted) and spirv.glslc() is None:
-        if "kernels" in cfg.model_fields_set:
-            raise UserError(spirv.MISSING_GLSLC)
-        wanted = [k for k in wanted if kernels.KERNELS[k].lang != "glsl"]
-        notes.append("SPIR-V kernels skipped: glslc not found (Debian package glslc)")
-    wanted = _with_features(cfg, rep, wanted, notes)
+    wanted = _with_features(cfg, rep, _without_glsl(cfg, notes), notes)
     problems = kernels.build_problems(cfg, wanted, dtypes, rep.limits)
     for problem in problems:
         kernels.check_limits(problem, rep.limits, rep.device)
-    features = (
-        (["shader-f16"] if "float16" in dtypes else [])
-        + (["timestamp-query"] if timing_kind == "timestamp" else [])
-        + sorted({f for name in wanted for f in kernels.KERNELS[name].features})
-    )
+    features = _device_features(dtypes, timing_kind, wanted)
     device = gpu.open_device(adapter, features)
     if "subgroup" in features:
         rep.subgroup_size = gpu.measure_subgroup_size(device)
         narrow = _too_narrow(cfg, rep, wanted, notes)
         problems = [p for p in problems if p.spec.name not in narrow]
     period = gpu.timestamp_period_ns(device) if timing_kind == "timestamp" else 1.0
+    compiled, spirv_files = _compile_all(device, problems, cfg, rep.device)
+    return EdgePlan(cfg, rep, device, timing_kind, period, compiled, notes, spirv_files, program)
+
+
+def _without_glsl(cfg: EdgeConfig, notes: list[str]) -> list[str]:
+    """The kernels asked for, less the GLSL ones when glslc is missing: a note, or an error if they were asked for."""
+    wanted: list[str] = list(cfg.kernels)
+    if any(kernels.KERNELS[k].lang == "glsl" for k in wanted) and spirv.glslc() is None:
+        if "kernels" in cfg.model_fields_set:
+            raise UserError(spirv.MISSING_GLSLC)
+        wanted = [k for k in wanted if kernels.KERNELS[k].lang != "glsl"]
+        notes.append("SPIR-V kernels skipped: glslc not found (Debian package glslc)")
+    return wanted
+
+
+def _device_features(dtypes: list[str], timing_kind: str, wanted: list[str]) -> list[str]:
+    """The wgpu features to open the device with: f16 and timestamps when used, and what the kernels need."""
+    return (
+        (["shader-f16"] if "float16" in dtypes else [])
+        + (["timestamp-query"] if timing_kind == "timestamp" else [])
+        + sorted({f for name in wanted for f in kernels.KERNELS[name].features})
+    )
+
+
+def _compile_all(
+    device: Any, problems: list[Problem], cfg: EdgeConfig, adapter: str
+) -> tuple[list[Compiled], list[str]]:
+    """A pipeline per problem, compiled once per (kernel, dtype); also the SPIR-V files glslc built or reused."""
     kdir = paths.kernels_dir()
     spirv_dir = cfg.spirv_dir or paths.default_spirv_dir()
     cache: dict[tuple[str, str], tuple[Any, str]] = {}
@@ -216,7 +246,7 @@ def plan_edge(cfg: EdgeConfig, console: Console) -> EdgePlan:
                 origin = str(built)
                 spirv_files.append(origin)
             what = f"{spec.source}:{spec.entry_point} ({problem.dtype})"
-            cache[key] = (_compile(device, code, spec.entry_point, what, rep.device), origin)
+            cache[key] = (_compile(device, code, spec.entry_point, what, adapter), origin)
         pipeline, origin = cache[key]
         compiled.append(Compiled(problem, pipeline, origin))
-    return EdgePlan(cfg, rep, device, timing_kind, period, compiled, notes, spirv_files, program)
+    return compiled, spirv_files

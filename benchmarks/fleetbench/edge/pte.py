@@ -113,7 +113,7 @@ def _partitioner(name: str) -> Any:
     return cls()
 
 
-def export(
+def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge export` passes them positionally
     built: BuiltModel,
     partitioners: Sequence[str],
     out_dir: Path,

@@ -7,6 +7,7 @@ A kernel or model whose output is wrong fails the run (exit 1) after everything 
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -14,7 +15,7 @@ from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge import gpu, outputs
-from fleetbench.edge.display import show_adapter, show_results
+from fleetbench.edge.display import log_adapter, show_results
 from fleetbench.edge.export import peak_ratios, record_adapter, record_kernel_headline, record_peak_ratios
 from fleetbench.edge.measure import run_kernels
 from fleetbench.edge.models import run_mps_path, run_program
@@ -25,6 +26,8 @@ from fleetbench.results.record import ResultRecord
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "edge"
+
+log = logging.getLogger(__name__)
 
 
 def _adapter_summary(rep: gpu.AdapterReport | None) -> dict[str, Any] | None:
@@ -67,15 +70,6 @@ def write_outputs(
             bench.add_artifact(path)
 
 
-def device_of(plan: EdgePlan) -> tuple[str, str]:
-    """The adapter and its API; an ExecuTorch program alone runs on this CPU."""
-    if plan.adapter is not None:
-        return plan.adapter.device, plan.adapter.backend
-    from fleetbench.devices import cpu_model_name
-
-    return cpu_model_name(), "cpu"
-
-
 def wrong_kernels(rows: list[KernelRow]) -> list[str]:
     """One line per kernel whose output disagreed with the numpy reference."""
     return [
@@ -88,21 +82,21 @@ def wrong_kernels(rows: list[KernelRow]) -> list[str]:
 def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     """Plan, time the kernels, run the model paths, record and write everything; wrong results fail last."""
     cfg = config.edge
-    plan = plan_edge(cfg, console)
-    device, backend = device_of(plan)
+    plan = plan_edge(cfg)
+    device, backend = plan.runs_on()
     models: list[dict[str, Any]] = []
     with open_run(config, BENCHMARK, cfg, device, backend) as bench:
         if plan.adapter is not None:
-            show_adapter(console, plan.adapter, plan.timing)
+            log_adapter(plan.adapter, plan.timing)
             record_adapter(bench, plan.adapter)
         for note in plan.notes:
-            console.print(f"[yellow]{note}[/]")
+            log.warning(note)
         rows = run_kernels(plan, bench, console)
         ratios = peak_ratios(rows)
         record_peak_ratios(bench, rows)
         record_kernel_headline(bench, rows)
-        mps_summary = run_mps_path(cfg, bench, console, models)
-        failures = wrong_kernels(rows) + run_program(plan, bench, console, models)
+        mps_summary = run_mps_path(cfg, bench, models)
+        failures = wrong_kernels(rows) + run_program(plan, bench, models)
         bench.summary.update(
             {
                 "adapter": _adapter_summary(plan.adapter),
@@ -119,7 +113,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
             }
         )
         write_outputs(bench, plan, rows, models, ratios, device)
-        show_results(console, rows, ratios, models, device, backend, plan.timing)
+        show_results(console, plan, rows, ratios, models)
         if failures:
             raise UserError("wrong results: " + "; ".join(failures), exit_code=1)
     return bench.result()

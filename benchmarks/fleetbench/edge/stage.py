@@ -3,6 +3,8 @@ installed, the trainer's tiny model exported (XNNPACK) and timed against eager P
 
 from __future__ import annotations
 
+import logging
+
 from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
@@ -16,6 +18,8 @@ from fleetbench.runinfo import new_run_id
 STAGE_PTE_WARMUP = 5
 STAGE_PTE_ITERATIONS = 30
 
+log = logging.getLogger(__name__)
+
 
 def run_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
     """The quick set, plus the exported model when the [mobile] extra is there; seconds on lavapipe."""
@@ -28,7 +32,7 @@ def run_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
     try:
         pte.require_executorch()
     except UserError as exc:
-        console.print(f"[yellow]edge models skipped: {exc}[/]")
+        log.warning("edge models skipped: %s", exc)
     else:
         out_dir = config.run.results_dir / run_id / "edge" / "models"
         out_dir.mkdir(parents=True, exist_ok=True)
