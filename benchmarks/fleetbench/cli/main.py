@@ -10,6 +10,7 @@ from rich.console import Console
 from fleetbench import __version__
 from fleetbench.cli import (
     cluster_cmd,
+    compare_cmd,
     dashboards_cmd,
     demo_cmd,
     deploy_cmd,
@@ -36,6 +37,7 @@ COMMAND_MODULES = (
     report_cmd,
     metrics_cmd,
     results_cmd,
+    compare_cmd,
     stack_cmd,
     dashboards_cmd,
     images_cmd,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from fleetbench.config.compare import CompareConfig
 from fleetbench.config.edge import EDGE_KERNELS, EdgeConfig, EdgeGemmSize, EdgeKernel
 from fleetbench.config.probe import CopyMiB, ProbeConfig, Size
 from fleetbench.config.profile import NcuConfig, ProfileConfig, ProfileThresholds, Ratio
@@ -20,6 +21,7 @@ __all__ = [
     "EDGE_KERNELS",
     "RUN_ID_PATTERN",
     "RUN_ID_RULE",
+    "CompareConfig",
     "CopyMiB",
     "EdgeConfig",
     "EdgeGemmSize",
@@ -48,3 +50,4 @@ class FleetbenchConfig(StrictModel):
     train: TrainConfig = Field(default_factory=TrainConfig)
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
     edge: EdgeConfig = Field(default_factory=EdgeConfig)
+    compare: CompareConfig = Field(default_factory=CompareConfig)

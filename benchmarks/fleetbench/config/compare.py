@@ -1,0 +1,44 @@
+"""The `compare` section: how strict `fleetbench compare` is, and when it fails a CI job."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from fleetbench.config.strict import StrictModel
+from fleetbench.telemetry.catalogue import HEADLINES
+
+Percent = Annotated[float, Field(gt=0, le=1000)]
+__all__ = ["CompareConfig"]
+
+HEADLINE_METRICS = frozenset(name for names in HEADLINES.values() for name in names)
+
+
+class CompareConfig(StrictModel):
+    """Significance test, effect size and the regression gate of `fleetbench compare`."""
+
+    alpha: float = Field(default=0.05, gt=0, lt=1, description="Mann-Whitney U rejects below this p-value")
+    confidence_level: float = Field(default=0.95, gt=0.5, lt=1, description="of the bootstrap interval")
+    min_change_pct: float = Field(
+        default=1.0, ge=0, le=1000, description="smaller changes are no significant change, however certain"
+    )
+    single_value_threshold_pct: float = Field(
+        default=5.0, ge=0, le=1000, description="figures without samples: a change beyond this counts"
+    )
+    bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="of the bootstrap: the same runs, the same interval")
+    fail_on_regression_pct: Percent | None = Field(
+        default=None, description="exit 1 when a figure is significantly worse by more than this (--fail-on-regression)"
+    )
+    fail_thresholds_pct: dict[str, Percent] = Field(
+        default_factory=dict, description="per headline metric, overriding fail_on_regression_pct"
+    )
+
+    @field_validator("fail_thresholds_pct")
+    @classmethod
+    def _headline_metrics(cls, value: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(value) - HEADLINE_METRICS)
+        if unknown:
+            raise ValueError(f"{unknown[0]} is not a headline metric; accepted: {', '.join(sorted(HEADLINE_METRICS))}")
+        return value

@@ -1,0 +1,209 @@
+"""`fleetbench compare` and baselines: statistics on samples, like with like, the CI gate, outputs."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from fleetbench.compare.statistics import compare_samples
+
+FLOPS = "fleetbench_probe_achieved_flop_per_second"
+
+
+# --- statistics ------------------------------------------------------------------------------------
+def samples(center: float, n: int = 30, spread: float = 0.03, seed: int = 0) -> list[float]:
+    return list(np.random.default_rng(seed).normal(center, center * spread, n))
+
+
+def test_identical_samples_are_no_significant_change() -> None:
+    a = samples(1.0)
+    change = compare_samples(1.0, 1.0, a, list(a), "lower")
+    assert change.verdict == "no significant change" and change.ratio == 1.0
+
+
+def test_a_doubled_latency_is_worse_with_an_interval_that_excludes_one() -> None:
+    change = compare_samples(1e-3, 2e-3, samples(1e-3), samples(2e-3, seed=1), "lower")
+    assert change.verdict == "worse" and change.p_value is not None and change.p_value < 1e-6
+    assert change.ci_low is not None and change.ci_low > 1.5 and change.ci_high is not None and change.ci_high < 2.5
+
+
+def test_direction_comes_from_the_metric() -> None:
+    faster = compare_samples(100.0, 200.0, samples(100.0), samples(200.0, seed=1), "higher")
+    assert faster.verdict == "better"
+    assert compare_samples(1.0, 2.0, samples(1.0), samples(2.0, seed=1), "lower").verdict == "worse"
+    assert compare_samples(1.0, 2.0, samples(1.0), samples(2.0, seed=1), None).verdict == "no direction"
+
+
+def test_noise_that_covers_the_difference_is_no_significant_change() -> None:
+    change = compare_samples(1.0, 1.01, samples(1.0, spread=0.2), samples(1.01, spread=0.2, seed=1), "lower")
+    assert change.verdict == "no significant change"
+
+
+def test_single_values_are_judged_by_the_threshold_and_say_so() -> None:
+    small = compare_samples(1.0, 1.02, [], [], "lower")
+    large = compare_samples(1.0, 1.5, [1.0], [1.5], "lower")
+    assert (small.method, small.verdict, small.ci_pct) == ("single value", "no significant change", None)
+    assert (large.method, large.verdict) == ("single value", "worse")
+
+
+# --- real runs -------------------------------------------------------------------------------------
+PROBE = ("--set", "probe.threads=1", "--set", "probe.matmul_sizes=[512]", "--set", "probe.copy_mib=[]")
+
+
+def probe_run(root: Path, run_id: str, *, shared_core: bool) -> None:
+    """A one-thread probe pinned to CPU 0, alone there or sharing it with a busy loop (half the CPU).
+
+    Pinning both runs to one core makes the difference real and independent of what else the
+    machine runs: other load lands on both runs alike, the busy loop only on the second.
+    """
+    hog = None
+    if shared_core:
+        hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
+    try:
+        result = subprocess.run(
+            ["taskset", "-c", "0", sys.executable, "-m", "fleetbench", "probe", "--results-dir", str(root),
+             "--run-id", run_id, *PROBE, "--set", "probe.min_run_time_s=1.0"],
+            capture_output=True, text=True, timeout=300, env={**os.environ, "FLEETBENCH_PUSHGATEWAY": ""},
+        )  # fmt: skip
+    finally:
+        if hog is not None:
+            hog.kill()
+            hog.wait()
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.fixture(scope="module")
+def probe_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two probe runs of the same config whose machine really differs: CPU 0 alone, then CPU 0 shared."""
+    if shutil.which("taskset") is None:
+        pytest.skip("taskset (util-linux) pins the runs to one CPU")
+    root = tmp_path_factory.mktemp("compare")
+    probe_run(root, "alone", shared_core=False)
+    probe_run(root, "shared", shared_core=True)
+    return root
+
+
+def compare(root: Path, *args: str) -> tuple[int, str, str]:
+    result = run_cli("compare", "--results-dir", str(root), *args)
+    return result.returncode, result.stdout, result.stderr
+
+
+def test_fewer_threads_are_flagged_worse_and_the_gate_names_the_metric(probe_runs: Path) -> None:
+    code, out, err = compare(probe_runs, "alone", "shared", "--format", "json", "--fail-on-regression", "5")
+    report = json.loads(out)
+    row = next(r for r in report["rows"] if r["metric"] == FLOPS)
+    assert row["verdict"] == "worse" and row["change_pct"] < -5 and row["ci_high_pct"] < 0
+    assert row["method"] == "mann-whitney + bootstrap" and row["base_samples"] >= 3
+    assert report["comparisons"][0]["benchmarks"][0]["config_diff"] == []
+    assert code == 1 and FLOPS in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_run_against_itself_is_no_change_and_passes_the_gate(probe_runs: Path) -> None:
+    code, out, _ = compare(probe_runs, "alone", "alone", "--fail-on-regression", "5")
+    assert code == 0 and "no significant change" in out and "worse" not in out
+
+
+def test_markdown_and_csv_outputs_parse(probe_runs: Path, tmp_path: Path) -> None:
+    out_file = tmp_path / "cmp.md"
+    code, out, _ = compare(probe_runs, "alone", "shared", "--format", "md", "--out", str(out_file))
+    assert code == 0 and out == ""
+    lines = out_file.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("| metric"))
+    assert lines[header + 1].count("---") == 8
+    assert all(line.count("|") == 9 for line in lines[header:] if line.startswith("|"))
+    assert any("probe_achieved_flop_per_second" in line and "worse" in line for line in lines)
+    code, out, _ = compare(probe_runs, "alone", "shared", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and {r["metric"] for r in rows} == {FLOPS}
+
+
+def test_a_baseline_is_a_plain_file_of_records_and_compares_like_its_run(probe_runs: Path) -> None:
+    assert run_cli("baseline", "--results-dir", str(probe_runs), "set", "main", "alone").returncode == 0
+    stored = json.loads((probe_runs / "baselines" / "main.json").read_text())
+    assert stored["run_id"] == "alone" and stored["records"][0]["benchmark"] == "probe"
+    assert not (probe_runs / "baselines" / "main").exists()  # the records, not a copy of the run folder
+    listed = run_cli("baseline", "--results-dir", str(probe_runs), "list")
+    assert "main" in listed.stdout and "alone" in listed.stdout
+    code, out, _ = compare(probe_runs, "--baseline", "main", "shared", "--format", "json")
+    assert code == 0 and json.loads(out)["comparisons"][0]["base"] == "alone"
+    assert run_cli("baseline", "--results-dir", str(probe_runs), "rm", "main").returncode == 0
+    assert not (probe_runs / "baselines" / "main.json").exists()
+
+
+@pytest.mark.vulkan
+def test_a_train_run_against_an_edge_run_is_a_clear_mismatch(tmp_path: Path) -> None:
+    train = run_cli(
+        "train", "--results-dir", str(tmp_path), "--run-id", "t", "--nproc", "1", "--device", "cpu",
+        "--preset", "tiny", "--steps", "4", "--set", "train.log_every=1",
+    )  # fmt: skip
+    assert train.returncode == 0, train.stderr
+    edge = run_cli("edge", "run", "--quick", "--kernels", "silu", "--results-dir", str(tmp_path), "--run-id", "e")
+    assert edge.returncode == 0, edge.stderr
+    code, out, err = compare(tmp_path, "t", "e")
+    assert code == 2 and out == ""
+    assert "share no benchmark" in err and "train" in err and "edge" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("alone", "nope"), "run 'nope' not found"),
+        (("--baseline", "nope", "shared"), "baseline 'nope' not found"),
+        (("alone", "shared", "--fail-on-regression", "five"), "invalid float value: 'five'"),
+        (("alone", "shared", "--format", "xml"), "--format 'xml' is not accepted"),
+        (("alone",), "needs BASE and at least one NEW"),
+        (("alone", "shared", "--set", "compare.alpha=2"), "compare.alpha"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    probe_runs: Path, tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    out_file = tmp_path / "out.md"
+    code, out, err = compare(probe_runs, *args, "--out", str(out_file))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not out_file.exists() and out == ""
+
+
+def test_a_folder_without_records_and_a_corrupt_records_file_are_refused(probe_runs: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = compare(probe_runs, "alone", str(empty))
+    assert code == 2 and "no result records" in err
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    good = (probe_runs / "shared" / "records.jsonl").read_text()
+    (damaged / "records.jsonl").write_text(good + '{"run_id": "x", "bench\n')
+    code, _, err = compare(probe_runs, "alone", str(damaged))
+    assert code == 2 and "records.jsonl:2: not a valid result record" in err and len(err.strip().splitlines()) == 1
+
+
+def test_config_differences_are_listed_key_by_key() -> None:
+    from datetime import UTC, datetime
+
+    from fleetbench.compare.matching import config_differences
+    from fleetbench.results.record import ResultRecord
+
+    def record(config: dict[str, object]) -> ResultRecord:
+        now = datetime.now(UTC)
+        return ResultRecord(
+            run_id="r", benchmark="probe", host="h", device="d", backend="cpu", status="ok", config=config,
+            start=now, end=now, duration_s=0, git_revision="g", packages={},
+        )  # fmt: skip
+
+    base = record({"threads": 2, "matmul_sizes": [512], "device": "auto"})
+    new = record({"threads": 1, "matmul_sizes": [512, 1024], "dtype": "float16", "device": "auto"})
+    assert config_differences("probe", base, new) == [
+        "probe.dtype: (unset) -> float16",
+        "probe.matmul_sizes: [512] -> [512, 1024]",
+        "probe.threads: 2 -> 1",
+    ]
