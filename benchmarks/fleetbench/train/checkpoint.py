@@ -18,9 +18,10 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.distributed.checkpoint as dcp
 from torch import nn
-from torch.distributed.checkpoint import FileSystemReader
+from torch.distributed.checkpoint import state_dict_loader as dcp_loader
+from torch.distributed.checkpoint import state_dict_saver as dcp_saver
+from torch.distributed.checkpoint.filesystem import FileSystemReader
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -36,6 +37,7 @@ METADATA = ".metadata"
 
 
 def step_dir_name(step: int) -> str:
+    """The folder name of the checkpoint taken after `step` completed steps."""
     return f"step_{step:08d}"
 
 
@@ -59,6 +61,8 @@ def _rng_state(device: torch.device) -> dict[str, torch.Tensor]:
 
 
 class Checkpointer:
+    """This rank's side of the checkpoints under `root`, keeping the newest `keep` (0: all)."""
+
     def __init__(self, root: Path, keep: int, rank: int, device: torch.device) -> None:
         self.root = root
         self.keep = keep
@@ -66,6 +70,7 @@ class Checkpointer:
         self.device = device
 
     def latest(self) -> tuple[int, Path] | None:
+        """(steps done, folder) of the newest complete checkpoint, or None."""
         found = complete_checkpoints(self.root)
         return found[-1] if found else None
 
@@ -86,7 +91,7 @@ class Checkpointer:
             "train": json.dumps(train_state, sort_keys=True),
             "rng": {f"rank{self.rank}": _rng_state(self.device)},
         }
-        dcp.save(state, checkpoint_id=str(partial))
+        dcp_saver.save(state, checkpoint_id=str(partial))
         dist.barrier()
         if self.rank == 0:
             shutil.rmtree(final, ignore_errors=True)
@@ -114,7 +119,7 @@ class Checkpointer:
         if has_rng:
             state["rng"] = {rng_key: _rng_state(self.device)}
         try:
-            dcp.load(state, checkpoint_id=str(path))
+            dcp_loader.load(state, checkpoint_id=str(path))
         except Exception as exc:  # DCP wraps per-rank failures; the first line names the mismatch
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserError(

@@ -29,6 +29,8 @@ CORPUS_MIN_BYTES = 256 * 2**10
 
 @dataclass(frozen=True)
 class Corpus:
+    """The byte-level text corpus, with a fingerprint that tells whether two machines read the same text."""
+
     tokens: torch.Tensor  # uint8 bytes
     fingerprint: str  # sha256 prefix of the bytes
     source: str
@@ -36,6 +38,10 @@ class Corpus:
 
 @cache
 def text_corpus() -> Corpus:
+    """The standard library's top-level sources, capped at CORPUS_CAP_BYTES (read once per process).
+
+    Raises UserError when fewer than CORPUS_MIN_BYTES of sources are found.
+    """
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     chunks: list[bytes] = []
     size = 0
@@ -59,6 +65,7 @@ def text_corpus() -> Corpus:
 
 
 def sample_seed(seed: int, step: int, index: int) -> int:
+    """The generator seed of sample `index` of the global batch at `step`: the same on every rank count."""
     digest = hashlib.blake2b(f"{seed}:{step}:{index}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
@@ -66,7 +73,7 @@ def sample_seed(seed: int, step: int, index: int) -> int:
 class TokenBatches:
     """Yields (inputs, targets) of shape (batch_size, seq_len) for this rank and a given step."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  # seven independent stream parameters; tests build streams from plain values
         self, kind: DataKind, vocab_size: int, seq_len: int, batch_size: int, seed: int, rank: int, device: torch.device
     ) -> None:
         self.kind = kind
@@ -84,6 +91,7 @@ class TokenBatches:
             )
 
     def sample(self, step: int, index: int) -> torch.Tensor:
+        """Sample `index` of the global batch at `step`: seq_len + 1 token ids, on the CPU."""
         generator = torch.Generator().manual_seed(sample_seed(self.seed, step, index))
         if self.corpus is None:
             return torch.randint(0, self.vocab_size, (self.seq_len + 1,), generator=generator)
@@ -91,6 +99,7 @@ class TokenBatches:
         return self.corpus.tokens[start : start + self.seq_len + 1].long()
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's (inputs, targets) at `step` on its device; targets are the inputs shifted by one."""
         first = self.rank * self.batch_size
         rows = torch.stack([self.sample(step, first + i) for i in range(self.batch_size)])
         if self.device.type == "cuda":

@@ -19,17 +19,22 @@ from fleetbench.train.plan import ModelShape
 
 
 class RMSNorm(nn.Module):
+    """Root-mean-square normalisation with a learned scale, computed in fp32."""
+
     def __init__(self, dim: int, eps: float = 1e-6) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Normalise over the last dimension; the result has the input's dtype."""
         normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
         return normed.type_as(x) * self.weight
 
 
 class Block(nn.Module):
+    """One pre-norm transformer block: causal self-attention, then the MLP, each with a residual."""
+
     def __init__(self, shape: ModelShape) -> None:
         super().__init__()
         self.attn_norm = RMSNorm(shape.dim)
@@ -47,9 +52,11 @@ class Block(nn.Module):
         causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=x.device).triu(1)
         h = self.attn_norm(x)
         x = x + self.attn(h, h, h, attn_mask=causal, is_causal=True, need_weights=False)[0]
-        return x + self.ffn(self.ffn_norm(x))
+        mlp: torch.Tensor = self.ffn(self.ffn_norm(x))
+        return x + mlp
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The block on (batch, seq, dim); with activation checkpointing, recomputed in backward."""
         if self.activation_checkpointing and torch.is_grad_enabled():
             out: torch.Tensor = checkpoint(self._forward, x, use_reentrant=False)
             return out
@@ -57,6 +64,8 @@ class Block(nn.Module):
 
 
 class Decoder(nn.Module):
+    """The reference decoder of a ModelShape: embedding, `layers` blocks, output head."""
+
     def __init__(self, shape: ModelShape) -> None:
         super().__init__()
         self.shape = shape
@@ -65,9 +74,11 @@ class Decoder(nn.Module):
         self.output = nn.Linear(shape.dim, shape.vocab_size, bias=False)
 
     def blocks(self) -> list[Block]:
+        """The transformer blocks, each of which becomes its own FSDP group."""
         return [layer for layer in self.layers if isinstance(layer, Block)]
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits (batch, seq, vocab) for token ids (batch, seq)."""
         x = self.tok_embeddings(tokens)
         for layer in self.layers:
             x = layer(x)

@@ -20,6 +20,7 @@ def _gib(n: int) -> str:
 
 
 def cells(row: StepRow) -> tuple[str, ...]:
+    """One row of the live table, in COLUMNS order."""
     return (
         str(row.step),
         f"{row.loss:.4f}",
@@ -35,6 +36,7 @@ def cells(row: StepRow) -> tuple[str, ...]:
 
 
 def line(row: StepRow, total: int) -> str:
+    """One logged step as a line, for a console that is not a terminal (logs, CI)."""
     mfu = "-" if row.mfu is None else f"{row.mfu:.1%}"
     return (
         f"Step {row.step}/{total} | Loss {row.loss:.4f} | grad {row.grad_norm:.3f} | "
@@ -44,6 +46,8 @@ def line(row: StepRow, total: int) -> str:
 
 
 class StepDisplay:
+    """Rank 0's view of training; on other ranks (`enabled` false) it shows nothing."""
+
     def __init__(self, console: Console, total_steps: int, start_step: int, enabled: bool, title: str) -> None:
         self.console = console
         self.total = total_steps
@@ -77,10 +81,12 @@ class StepDisplay:
         return self
 
     def step(self, steps_done: int) -> None:
+        """Advance the progress bar (live mode only)."""
         if self.live_mode:
             self.progress.update(self.task, completed=steps_done)
 
     def log(self, row: StepRow) -> None:
+        """Show a logged step: a new table row on a terminal, else a line."""
         if not self.enabled:
             return
         self.rows.append(row)

@@ -33,11 +33,14 @@ BF16_PEAK_FLOPS: tuple[tuple[str, str, float], ...] = (
 
 @dataclass(frozen=True)
 class Peak:
+    """The peak FLOP/s MFU divides by, and where it came from."""
+
     flop_per_second: float
     source: str  # "table: NVIDIA H200 SXM (bf16 dense)", "measured: fp32 matmul", "config: train.peak_flops"
 
 
 def flops_per_token(shape: ModelShape, seq_len: int) -> int:
+    """Training FLOPs per token, forward and backward (see the module docstring)."""
     _total, non_embedding = param_counts(shape)
     return 6 * non_embedding + 12 * shape.layers * shape.heads * shape.head_dim * seq_len
 
@@ -51,6 +54,7 @@ def table_peak(device_name: str) -> Peak | None:
 
 
 def mfu(flop_per_token: float, device_tokens_per_second: float, peak: Peak | None) -> float | None:
+    """Model FLOPs utilisation in 0-1, or None without a (positive) peak."""
     if peak is None or peak.flop_per_second <= 0:
         return None
     return flop_per_token * device_tokens_per_second / peak.flop_per_second

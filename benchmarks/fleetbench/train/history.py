@@ -17,6 +17,8 @@ HISTORY_FILE = "train_steps.jsonl"
 
 @dataclass(frozen=True)
 class StepRow:
+    """One logged step: loss, throughput, MFU and memory, averaged over its log interval."""
+
     step: int  # steps completed, 1-based
     loss: float
     grad_norm: float
@@ -32,18 +34,23 @@ class StepRow:
 
 
 class HistoryWriter:
+    """Appends rows to the run's history file; append mode, so a restarted attempt adds to the file."""
+
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / HISTORY_FILE
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def append(self, row: StepRow) -> None:
+        """Write one row as one JSON line, in a single append."""
         os.write(self._fd, (json.dumps(asdict(row)) + "\n").encode())
 
     def close(self) -> None:
+        """Close the file."""
         os.close(self._fd)
 
 
 def read_history(run_dir: Path) -> list[StepRow]:
+    """The run's rows in step order, the latest attempt's row for a step run twice; [] without a history."""
     path = run_dir / HISTORY_FILE
     if not path.is_file():
         return []

@@ -26,6 +26,8 @@ GIB = 2**30
 
 @dataclass(frozen=True)
 class MemorySnapshot:
+    """This process's memory now: device allocator figures on a GPU, RSS everywhere (bytes)."""
+
     peak_allocated: int | None  # device allocator (GPU); None on CPU
     peak_reserved: int | None
     alloc_retries: int
@@ -45,6 +47,7 @@ def _process(pid: int) -> psutil.Process:
 
 
 def snapshot(device: torch.device) -> MemorySnapshot:
+    """Memory figures of this process on `device`."""
     rss = _process(os.getpid()).memory_info().rss
     if device.type == "cuda":
         stats = torch.cuda.memory_stats(device)
@@ -97,6 +100,7 @@ def apply_memory_cap(max_memory_gb: float | None, device: torch.device) -> str |
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether `exc` means an allocation failed: CUDA OOM, MemoryError, or the CPU allocator's messages."""
     if isinstance(exc, torch.OutOfMemoryError | MemoryError):
         return True
     text = str(exc)
@@ -107,6 +111,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class MemoryKnobs:
+    """The settings that decide a rank's memory use, as the hints name them."""
+
     batch_size: int
     seq_len: int
     activation_checkpointing: bool

@@ -28,6 +28,8 @@ from fleetbench.train.plan import TrainPlan
 
 @dataclass(frozen=True)
 class DistEnv:
+    """This process's place in the job, from torchrun's environment variables."""
+
     rank: int
     world_size: int
     local_rank: int
@@ -37,6 +39,7 @@ class DistEnv:
 
     @classmethod
     def from_environ(cls) -> DistEnv:
+        """Read RANK, WORLD_SIZE and the rest; without them, a world of one not started by a launcher."""
         env = os.environ
         if "WORLD_SIZE" not in env or "RANK" not in env:
             return cls(0, 1, 0, 1, 0, launched=False)
@@ -52,6 +55,7 @@ class DistEnv:
 
 
 def usable_cpu_cores() -> int:
+    """Cores this process may run on (its CPU affinity on Linux, else the machine's count)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -59,6 +63,7 @@ def usable_cpu_cores() -> int:
 
 
 def uses_cuda(device_choice: str) -> bool:
+    """Whether `train.device` means CUDA here (auto: when torch sees a GPU)."""
     return device_choice == "cuda" or (device_choice == "auto" and torch.cuda.is_available())
 
 
@@ -82,12 +87,14 @@ def check_ranks_fit(device_choice: str, local_ranks: int) -> None:
 
 
 def default_local_ranks(device_choice: str) -> int:
+    """Ranks per node when NPROC is not given: one per GPU, else two CPU ranks (one on a single core)."""
     if uses_cuda(device_choice):
         return max(1, torch.cuda.device_count())
     return min(2, usable_cpu_cores())
 
 
 def pick_device(cfg: TrainConfig, env: DistEnv) -> tuple[DeviceInfo, str]:
+    """This rank's device (cuda:LOCAL_RANK or the CPU) and collective backend (nccl or gloo)."""
     check_ranks_fit(cfg.device, env.local_world_size)
     use_cuda = uses_cuda(cfg.device)
     if use_cuda:
@@ -103,29 +110,35 @@ def pick_device(cfg: TrainConfig, env: DistEnv) -> tuple[DeviceInfo, str]:
 
 
 def threads_per_rank(cfg: TrainConfig, env: DistEnv) -> int:
+    """`train.threads`, else the usable cores shared evenly by this node's ranks."""
     if cfg.threads is not None:
         return cfg.threads
     return max(1, usable_cpu_cores() // env.local_world_size)
 
 
 def init_process_group(env: DistEnv, backend: str, device: DeviceInfo, timeout_s: float) -> None:
+    """Join the job's process group (an in-memory one for a world of one not started by torchrun)."""
+    # The three stores' `type: ignore[attr-defined]`: torch.distributed re-exports them from torch._C
+    # without listing them as exports, a gap in torch's typing.
     timeout = timedelta(seconds=timeout_s)
     device_id = device.torch_device if device.backend == "cuda" else None
     if not env.launched:
-        dist.init_process_group(
-            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout, device_id=device_id
-        )
+        store = dist.HashStore()  # type: ignore[attr-defined]
+        dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=timeout, device_id=device_id)
         return
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
         # torchrun's agent shares one TCPStore across restarts, and its process-group keys (gloo's
         # peer addresses, NCCL's unique id) outlive a failed attempt: a restarted rank could read a
         # dead peer's address and hang connecting to it. Each attempt gets its own key prefix.
-        store = dist.TCPStore(
+        agent_store = dist.TCPStore(  # type: ignore[attr-defined]
             os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False, timeout=timeout
+        )
+        attempt_store = dist.PrefixStore(  # type: ignore[attr-defined]
+            f"fleetbench/attempt_{env.restart_count}", agent_store
         )
         dist.init_process_group(
             backend,
-            store=dist.PrefixStore(f"fleetbench/attempt_{env.restart_count}", store),
+            store=attempt_store,
             rank=env.rank,
             world_size=env.world_size,
             timeout=timeout,
@@ -136,6 +149,7 @@ def init_process_group(env: DistEnv, backend: str, device: DeviceInfo, timeout_s
 
 
 def broadcast_object(value: Any, src: int = 0) -> Any:
+    """Rank `src`'s `value` on every rank (a collective: every rank must call it)."""
     box = [value]
     dist.broadcast_object_list(box, src=src)
     return box[0]
@@ -155,6 +169,7 @@ def agree(what: str, value: Any) -> None:
 
 
 def build_mesh(cfg: TrainConfig, env: DistEnv, device: DeviceInfo) -> DeviceMesh:
+    """A 1-D shard mesh over every rank, or for HSDP a (replicate, shard) mesh of shard groups."""
     if not cfg.hsdp:
         return init_device_mesh(device.backend, (env.world_size,), mesh_dim_names=("shard",))
     shard = cfg.hsdp_shard_size or env.local_world_size
@@ -167,7 +182,7 @@ def build_mesh(cfg: TrainConfig, env: DistEnv, device: DeviceInfo) -> DeviceMesh
 
 
 def compute_dtype(cfg: TrainConfig, device: DeviceInfo) -> torch.dtype:
-    # Auto: bf16 params with fp32 reduction on CUDA under FSDP2 (the reference policy), fp32 otherwise.
+    """bf16 with train.mixed_precision, fp32 without; auto: bf16 on CUDA under FSDP2 (the reference policy)."""
     on = cfg.mixed_precision if cfg.mixed_precision is not None else (device.backend == "cuda" and cfg.fsdp)
     return torch.bfloat16 if on else torch.float32
 

@@ -16,6 +16,8 @@ __all__ = ["ModelShape", "TrainPlan", "check_launch", "check_plan", "resolve_pla
 
 @dataclass(frozen=True)
 class ModelShape:
+    """The decoder's dimensions."""
+
     dim: int
     layers: int
     heads: int
@@ -24,6 +26,7 @@ class ModelShape:
 
     @property
     def head_dim(self) -> int:
+        """Width of one attention head."""
         return self.dim // self.heads
 
 
@@ -43,10 +46,12 @@ class TrainPlan:
 
     @property
     def global_batch(self) -> int:
+        """Sequences per step over every rank."""
         return self.batch_size * self.world_size
 
     @property
     def tokens_per_step(self) -> int:
+        """Tokens per step over every rank."""
         return self.global_batch * self.seq_len
 
 
@@ -55,6 +60,7 @@ def _pick(value: int | None, default: int) -> int:
 
 
 def resolve_plan(cfg: TrainConfig, world_size: int) -> TrainPlan:
+    """The preset with the config's own values over it, checked for `world_size` ranks (UserError if not)."""
     preset = PRESETS[cfg.preset]
     shape = ModelShape(
         dim=_pick(cfg.dim, preset.dim),
@@ -80,6 +86,7 @@ def resolve_plan(cfg: TrainConfig, world_size: int) -> TrainPlan:
 
 
 def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
+    """Refuse combinations that cannot train, with the accepted values, as one-line UserErrors."""
     shape = plan.shape
     if shape.dim % shape.heads:
         raise UserError(

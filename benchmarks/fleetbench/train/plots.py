@@ -10,6 +10,7 @@ PLOT_FILE = "train_loss_throughput.png"
 
 
 def plot_history(rows: list[StepRow], run_dir: Path, title: str) -> Path:
+    """Loss and tokens/s (global and per device) over the steps, written as PLOT_FILE; returns its path."""
     import matplotlib
 
     matplotlib.use("Agg")
