@@ -10,6 +10,7 @@ through files, so a failed rank surfaces here as that line and an exit status, n
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -36,6 +37,8 @@ ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
 # Each rank is `python -m fleetbench train --config FILE`: the same command the user ran.
 WORKER_MODULE = "fleetbench"
 WORKER_COMMAND = "train"
+
+log = logging.getLogger(__name__)
 
 _PROBE = """
 import sys
@@ -69,6 +72,7 @@ def probe_rendezvous(endpoint: str, timeout_s: float) -> None:
 
 
 def worker_threads(cfg: TrainConfig, nproc: int) -> int:
+    """OMP threads per rank: `train.threads`, else the usable cores shared by the `nproc` ranks."""
     from fleetbench.train.parallel import usable_cpu_cores
 
     return cfg.threads or max(1, usable_cpu_cores() // nproc)
@@ -113,6 +117,7 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
 
 @contextmanager
 def patched_environ(values: dict[str, str]) -> Iterator[None]:
+    """Set `values` in os.environ for the block (torchrun's ranks inherit it), then restore it."""
     saved = {key: os.environ.get(key) for key in values}
     os.environ.update(values)
     try:
@@ -126,6 +131,7 @@ def patched_environ(values: dict[str, str]) -> Iterator[None]:
 
 
 def torchrun_args(cfg: TrainConfig, nproc: int, rdzv_id: str, config_path: Path) -> list[str]:
+    """torchrun's command line: c10d rendezvous, restarts, and `python -m fleetbench train --config FILE` per rank."""
     single_node = cfg.nnodes == 1
     endpoint = cfg.rdzv_endpoint or "127.0.0.1:0"
     rdzv_conf = f"join_timeout={int(cfg.rdzv_timeout_s)},read_timeout={int(cfg.rdzv_timeout_s)}"
@@ -189,6 +195,7 @@ def failure_from_ranks(error_dir: Path, described: str) -> UserError:
 
 
 def describe_child_failure(exc: BaseException) -> str:
+    """How each failed rank ended (exit status or signal, with the OOM killer's hint for SIGKILL)."""
     failures = getattr(exc, "failures", {}) or {}
     parts = []
     for rank, failure in sorted(failures.items()):
@@ -219,11 +226,7 @@ def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
         return run_worker(config, console)
     if cfg.nnodes > 1 and cfg.node_rank > 0:
         assert cfg.rdzv_endpoint is not None
-        console.print(
-            f"waiting for node 0's rendezvous at {cfg.rdzv_endpoint} (up to {cfg.rdzv_timeout_s:g} s)",
-            markup=False,
-            highlight=False,
-        )
+        log.info("waiting for node 0's rendezvous at %s (up to %g s)", cfg.rdzv_endpoint, cfg.rdzv_timeout_s)
         probe_rendezvous(cfg.rdzv_endpoint, cfg.rdzv_timeout_s)
     import torch.distributed.run as torchrun
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
@@ -235,10 +238,11 @@ def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
         error_dir = Path(scratch) / "errors"
         error_dir.mkdir()
         env = {ERROR_DIR_ENV: str(error_dir), "OMP_NUM_THREADS": str(worker_threads(cfg, nproc))}
-        args = torchrun.parse_args(torchrun_args(cfg, nproc, rdzv_id, config_path))
+        # torch.distributed.run has no annotations: its two entry points are untyped calls.
+        args = torchrun.parse_args(torchrun_args(cfg, nproc, rdzv_id, config_path))  # type: ignore[no-untyped-call]
         try:
             with patched_environ(env):
-                torchrun.run(args)
+                torchrun.run(args)  # type: ignore[no-untyped-call]
         except ChildFailedError as exc:
             raise failure_from_ranks(error_dir, describe_child_failure(exc)) from None
         except RendezvousError as exc:

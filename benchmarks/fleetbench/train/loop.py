@@ -8,9 +8,12 @@ background), and rank 0 appends the row to the run's step history. Checkpoints a
 
 from __future__ import annotations
 
+import logging
 import signal
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -61,6 +64,8 @@ from fleetbench.train.plots import plot_history
 
 BENCHMARK = "train"
 
+log = logging.getLogger(__name__)
+
 
 class Terminated(Exception):
     """SIGTERM arrived: torchrun stops the surviving ranks this way when another rank failed."""
@@ -80,6 +85,7 @@ class Interval:
     step_times_s: list[float] = field(default_factory=list)
 
     def add(self, wall_s: float, data_s: float) -> None:
+        """Count one step that took `wall_s`, `data_s` of it producing the batch."""
         self.steps += 1
         self.wall_s += wall_s
         self.data_s += data_s
@@ -88,6 +94,8 @@ class Interval:
 
 @dataclass
 class Totals:
+    """The whole run's step counts and times, what telemetry, console and checkpoints cost, and its rows."""
+
     steps: int = 0
     wall_s: float = 0.0
     steady_steps: int = 0  # logged intervals after the first (warm-up) one
@@ -99,20 +107,53 @@ class Totals:
     checkpoints: int = 0
     rows: list[StepRow] = field(default_factory=list)
 
+    def close_interval(self, interval: Interval, row: StepRow, logging_s: float) -> None:
+        """Add a logged interval and its row; every interval but the first (the warm-up step's) is steady."""
+        self.rows.append(row)
+        if self.steps:
+            self.steady_steps += interval.steps
+            self.steady_wall_s += interval.wall_s
+            self.steady_step_times_s += interval.step_times_s
+        self.steps += interval.steps
+        self.wall_s += interval.wall_s + logging_s
+
+
+@dataclass(frozen=True)
+class RankSetup:
+    """Where and how this rank runs: its torchrun environment, device, collective backend and CPU threads."""
+
+    env: DistEnv
+    device: DeviceInfo
+    comm_backend: str
+    threads: int
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What a rank trains with: the (sharded) model, its optimizer, the batches and the checkpointer."""
+
+    model: Decoder
+    optimizer: torch.optim.Optimizer
+    data: TokenBatches
+    checkpointer: Checkpointer
+
 
 def lr_at(plan: TrainPlan, step: int) -> float:
+    """Linear warm-up over `warmup_steps`, then the plan's constant learning rate."""
     if plan.warmup_steps and step < plan.warmup_steps:
         return plan.lr * (step + 1) / plan.warmup_steps
     return plan.lr
 
 
 def mean_across_ranks(value: torch.Tensor) -> float:
+    """The mean of a scalar over every rank (a collective: every rank must call it)."""
     reduced = value.detach().float().clone()
     dist.all_reduce(reduced)
     return float(reduced) / dist.get_world_size()
 
 
 def grad_norm(model: Decoder, clip: float | None) -> torch.Tensor:
+    """The global gradient norm, after clipping to `clip` when one is set (full tensor under FSDP)."""
     params = [p for p in model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"), foreach=True)
     full = getattr(norm, "full_tensor", None)
@@ -120,26 +161,19 @@ def grad_norm(model: Decoder, clip: float | None) -> torch.Tensor:
 
 
 class Trainer:
-    def __init__(
-        self,
-        config: FleetbenchConfig,
-        plan: TrainPlan,
-        env: DistEnv,
-        device: DeviceInfo,
-        comm_backend: str,
-        threads: int,
-        console: Console,
-    ) -> None:
+    """One rank's training run: builds the model, resumes, steps, records, checkpoints and summarises."""
+
+    def __init__(self, config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, console: Console) -> None:
         self.cfg: TrainConfig = config.train
         self.plan = plan
-        self.env = env
-        self.device = device
-        self.comm_backend = comm_backend
-        self.threads = threads
+        self.env = setup.env
+        self.device = setup.device
+        self.comm_backend = setup.comm_backend
+        self.threads = setup.threads
         self.console = console
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        self.dtype = compute_dtype(self.cfg, device)
+        self.dtype = compute_dtype(self.cfg, setup.device)
         self.knobs = MemoryKnobs(
             plan.batch_size,
             plan.seq_len,
@@ -156,24 +190,33 @@ class Trainer:
 
     # --- helpers -----------------------------------------------------------------------------
     def oom_error(self, exc: BaseException, where: str, metrics: MetricRecorder) -> UserError:
+        """Count the OOM and name every knob that lowers memory use, in one line."""
         metrics.inc("fleetbench_train_ooms_total", 1)
         return UserError(out_of_memory_message(exc, where, self.rank, self.device.name, self.knobs))
 
-    def note(self, text: str, style: str | None = None) -> None:
+    @contextmanager
+    def out_of_memory_as_user_error(self, where: str, metrics: MetricRecorder) -> Iterator[None]:
+        """Turn running out of memory inside the block into `oom_error`; other failures pass unchanged."""
+        try:
+            yield
+        except Exception as exc:
+            if is_out_of_memory(exc):
+                raise self.oom_error(exc, where, metrics) from None
+            raise
+
+    def note(self, text: str, level: int = logging.INFO) -> None:
+        """Log `text` once for the job: from rank 0 (the other ranks would repeat it)."""
         if self.rank == 0:
-            self.console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+            log.log(level, text)
 
     # --- the run -------------------------------------------------------------------------------
     def run(self, run: BenchmarkRun) -> None:
+        """Train `plan.steps` steps into `run` (from a checkpoint when resuming), then summarise."""
         cfg, plan, metrics = self.cfg, self.plan, run.metrics
         cap = apply_memory_cap(cfg.max_memory_gb, self.device.torch_device)
         mesh = build_mesh(cfg, self.env, self.device) if cfg.fsdp else None
-        try:
+        with self.out_of_memory_as_user_error("while building the model", metrics):
             model = build_model(cfg, plan, mesh, self.device)
-        except Exception as exc:
-            if is_out_of_memory(exc):
-                raise self.oom_error(exc, "while building the model", metrics) from None
-            raise
         optimizer = build_optimizer(model, plan.lr, cfg.weight_decay)
         data = TokenBatches(
             plan.data,
@@ -188,14 +231,15 @@ class Trainer:
             agree("text corpus (Python version)", data.corpus.fingerprint)
         checkpoint_root = cfg.checkpoint_dir or run.run_dir / "checkpoints"
         checkpointer = Checkpointer(checkpoint_root, cfg.keep_checkpoints, self.rank, self.device.torch_device)
-        start_step = self.resume(checkpointer, model, optimizer, data, run)
+        parts = Parts(model, optimizer, data, checkpointer)
+        start_step = self.resume(parts, run)
 
         dist.barrier()  # ranks measure the CPU peak together, as they will train: sharing the cores
         peak, warning = resolve_peak(
             self.device.backend, self.device.name, str(self.dtype).removeprefix("torch."), self.threads, cfg.peak_flops
         )
         if warning:
-            self.note(warning, style="yellow")
+            self.note(warning, logging.WARNING)
         if peak is not None and peak.source.startswith("measured"):
             # Ranks sharing a machine measure slightly different peaks; MFU must not differ by rank.
             best = torch.tensor([peak.flop_per_second], dtype=torch.float64)
@@ -211,22 +255,20 @@ class Trainer:
             f"cap {cap or 'none'}, peak {peak.source if peak else 'none'}"
         )
         if cfg.max_restarts and not cfg.checkpoint_every:
-            self.note("max_restarts without train.checkpoint_every: a restart starts over at step 0", style="yellow")
-        totals = self.loop(run, model, optimizer, data, checkpointer, start_step, peak)
+            self.note("max_restarts without train.checkpoint_every: a restart starts over at step 0", logging.WARNING)
+        totals = self.loop(run, parts, start_step, peak)
         saved_at_end = bool(cfg.checkpoint_every) and plan.steps % cfg.checkpoint_every == 0
         if cfg.checkpoint_final and not saved_at_end and start_step < plan.steps:
-            self.save(checkpointer, plan.steps, model, optimizer, data, totals, metrics)
+            self.save(parts, plan.steps, totals, metrics)
         self.summarise(run, totals, start_step, peak, checkpoint_root, mesh)
 
-    def resume(
-        self,
-        checkpointer: Checkpointer,
-        model: Decoder,
-        optimizer: torch.optim.Optimizer,
-        data: TokenBatches,
-        run: BenchmarkRun,
-    ) -> int:
-        cfg = self.cfg
+    def resume(self, parts: Parts, run: BenchmarkRun) -> int:
+        """The step to start at: 0, or after the newest checkpoint when resuming or restarted (restored in place).
+
+        Raises UserError for --resume without a checkpoint, for a checkpoint of other data, or one
+        that is already at train.steps.
+        """
+        cfg, checkpointer = self.cfg, parts.checkpointer
         if not (cfg.resume or self.env.restart_count > 0):
             return 0
         found = checkpointer.latest() if self.rank == 0 else None
@@ -240,9 +282,9 @@ class Trainer:
             self.note(f"restart {self.env.restart_count}: no checkpoint yet, starting at step 0")
             return 0
         steps_done, path = latest
-        state = checkpointer.load(Path(path), model, optimizer)
+        state = checkpointer.load(Path(path), parts.model, parts.optimizer)
         saved = state["data"]
-        now = data.state(steps_done, self.plan.global_batch)
+        now = parts.data.state(steps_done, self.plan.global_batch)
         for key in ("kind", "seed", "seq_len", "corpus"):
             if saved.get(key) != now[key]:
                 raise UserError(
@@ -253,7 +295,7 @@ class Trainer:
             self.note(
                 f"resuming with a global batch of {now['global_batch']} sequences; the checkpoint "
                 f"used {saved.get('global_batch')} (the data stream continues, but not sample for sample)",
-                style="yellow",
+                logging.WARNING,
             )
         next_step = int(state["next_step"])
         self.note(
@@ -268,38 +310,22 @@ class Trainer:
             )
         return next_step
 
-    def save(
-        self,
-        checkpointer: Checkpointer,
-        steps_done: int,
-        model: Decoder,
-        optimizer: torch.optim.Optimizer,
-        data: TokenBatches,
-        totals: Totals,
-        metrics: MetricRecorder,
-    ) -> None:
+    def save(self, parts: Parts, steps_done: int, totals: Totals, metrics: MetricRecorder) -> None:
+        """Checkpoint after `steps_done` steps (every rank takes part) and count its time."""
         state = {
             "next_step": steps_done,
-            "data": data.state(steps_done, self.plan.global_batch),
+            "data": parts.data.state(steps_done, self.plan.global_batch),
             "preset": self.plan.preset,
             "world_size": self.world,
         }
-        seconds = checkpointer.save(steps_done, model, optimizer, state)
+        seconds = parts.checkpointer.save(steps_done, parts.model, parts.optimizer, state)
         totals.checkpoint_s += seconds
         totals.checkpoints += 1
         metrics.set("fleetbench_train_checkpoint_seconds", seconds)
         metrics.inc("fleetbench_train_checkpoints_total", 1)
 
-    def loop(
-        self,
-        run: BenchmarkRun,
-        model: Decoder,
-        optimizer: torch.optim.Optimizer,
-        data: TokenBatches,
-        checkpointer: Checkpointer,
-        start_step: int,
-        peak: Peak | None,
-    ) -> Totals:
+    def loop(self, run: BenchmarkRun, parts: Parts, start_step: int, peak: Peak | None) -> Totals:
+        """Steps `start_step` .. `plan.steps`: display, metrics and history at log steps, checkpoints on schedule."""
         cfg, plan, metrics = self.cfg, self.plan, run.metrics
         totals = Totals()
         interval = Interval()
@@ -314,12 +340,8 @@ class Trainer:
                     steps_done = step + 1
                     started = time.perf_counter()
                     log_now = steps_done % cfg.log_every == 0 or steps_done == plan.steps
-                    try:
-                        loss, norm, data_s = self.train_step(model, optimizer, data, step, log_now)
-                    except Exception as exc:
-                        if is_out_of_memory(exc):
-                            raise self.oom_error(exc, f"in step {steps_done}", metrics) from None
-                        raise
+                    with self.out_of_memory_as_user_error(f"in step {steps_done}", metrics):
+                        loss, norm, data_s = self.train_step(parts, step, log_now)
                     if log_now:
                         self.device.synchronize()
                     interval.add(time.perf_counter() - started, data_s)
@@ -332,7 +354,7 @@ class Trainer:
                         # rank, which the next step would wait for anyway, so it is not telemetry.
                         loss_value, norm_value = mean_across_ranks(loss), float(norm)
                         logged = time.perf_counter()
-                        row = self.row(steps_done, loss_value, norm_value, interval, peak, optimizer)
+                        row = self.row(steps_done, loss_value, norm_value, interval, peak, parts.optimizer)
                         self.record(metrics, row, interval)
                         run.step_done()
                         if history is not None:
@@ -341,33 +363,26 @@ class Trainer:
                         console_started = time.perf_counter()
                         display.log(row)
                         totals.console_s += time.perf_counter() - console_started
-                        totals.rows.append(row)
-                        if totals.steps:  # every interval but the first, which holds the warm-up step
-                            totals.steady_steps += interval.steps
-                            totals.steady_wall_s += interval.wall_s
-                            totals.steady_step_times_s += interval.step_times_s
-                        totals.steps += interval.steps
-                        totals.wall_s += interval.wall_s + (time.perf_counter() - logged)
+                        totals.close_interval(interval, row, time.perf_counter() - logged)
                         interval = Interval()
                     if cfg.checkpoint_every and steps_done % cfg.checkpoint_every == 0:
-                        self.save(checkpointer, steps_done, model, optimizer, data, totals, metrics)
+                        self.save(parts, steps_done, totals, metrics)
         finally:
             if history is not None:
                 history.close()
         return totals
 
-    def train_step(
-        self, model: Decoder, optimizer: torch.optim.Optimizer, data: TokenBatches, step: int, log_now: bool
-    ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+    def train_step(self, parts: Parts, step: int, log_now: bool) -> tuple[torch.Tensor, torch.Tensor | None, float]:
         """One optimiser step; returns the local loss, the grad norm (when clipping or logging), data time."""
+        model, optimizer = parts.model, parts.optimizer
         started = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(self.plan, step)
-        inputs, targets = data.batch(step)
+        inputs, targets = parts.data.batch(step)
         data_s = time.perf_counter() - started
         logits = model(inputs)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
-        loss.backward()
+        torch.autograd.backward(loss)  # what loss.backward() calls, with type annotations
         norm = grad_norm(model, self.cfg.grad_clip) if (self.cfg.grad_clip or log_now) else None
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -382,6 +397,7 @@ class Trainer:
         peak: Peak | None,
         optimizer: torch.optim.Optimizer,
     ) -> StepRow:
+        """The log row of the interval just ended; also takes the memory snapshot `record` reports."""
         step_s = interval.wall_s / interval.steps
         tokens_per_s = self.plan.tokens_per_step / step_s
         device_tokens_per_s = tokens_per_s / self.world
@@ -407,6 +423,7 @@ class Trainer:
         )
 
     def record(self, metrics: MetricRecorder, row: StepRow, interval: Interval) -> None:
+        """This rank's metrics at a log step: loss, throughput, MFU, memory and the interval's counters."""
         metrics.set("fleetbench_train_loss", row.loss)
         metrics.set("fleetbench_train_grad_norm", row.grad_norm)
         metrics.set("fleetbench_step_seconds", row.step_s)
@@ -459,6 +476,7 @@ class Trainer:
     def summarise(
         self, run: BenchmarkRun, totals: Totals, start_step: int, peak: Peak | None, checkpoint_root: Path, mesh: Any
     ) -> None:
+        """The record's summary and headline; on rank 0 also the history and plot artifacts and the closing line."""
         plan = self.plan
         steady_steps = totals.steady_steps or totals.steps
         steady_wall = totals.steady_wall_s or totals.wall_s
@@ -519,7 +537,7 @@ class Trainer:
             f"{(tokens_per_s or 0):,.0f} tok/s, telemetry {run.summary['telemetry_overhead_ratio'] or 0:.2%} "
             f"of step time"
         )
-        self.note(summary_line)
+        self.console.print(summary_line, markup=False, highlight=False, soft_wrap=True)
 
 
 def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
@@ -530,33 +548,26 @@ def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
     check_launch(cfg)
     device, comm_backend = pick_device(cfg, env)
     check_fits(plan, cfg, device.torch_device, env.local_world_size, compute_dtype(cfg, device) == torch.bfloat16)
-    threads = threads_per_rank(cfg, env)
-    torch.set_num_threads(threads)
+    setup = RankSetup(env, device, comm_backend, threads_per_rank(cfg, env))
+    torch.set_num_threads(setup.threads)
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     init_process_group(env, comm_backend, device, cfg.collective_timeout_s)
     try:
-        return _run(config, plan, env, device, comm_backend, threads, console)
+        return _run(config, plan, setup, console)
     finally:
         dist.destroy_process_group()
         signal.signal(signal.SIGTERM, previous_handler)
 
 
-def _run(
-    config: FleetbenchConfig,
-    plan: TrainPlan,
-    env: DistEnv,
-    device: DeviceInfo,
-    comm_backend: str,
-    threads: int,
-    console: Console,
-) -> ResultRecord:
+def _run(config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, console: Console) -> ResultRecord:
     cfg = config.train
     # Rank 0 names the run (or finds the one to resume) and every rank takes its name.
     run_id = broadcast_object((resume_run_id(config) or new_run_id()) if dist.get_rank() == 0 else None)
     comparable = cfg.model_dump(mode="json")
     comparable.pop("node_rank")  # the one train field that differs between nodes
     agree("train config", comparable)
-    trainer = Trainer(config, plan, env, device, comm_backend, threads, console)
+    trainer = Trainer(config, plan, setup, console)
+    device = setup.device
     with open_run(config, BENCHMARK, cfg, device.name, device.backend, rank=dist.get_rank(), run_id=run_id) as bench:
         trainer.run(bench)
     return bench.result()

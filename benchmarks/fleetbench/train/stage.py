@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import tempfile
@@ -18,9 +19,15 @@ from fleetbench.runinfo import new_run_id
 
 STAGE_RANKS = 2
 
+log = logging.getLogger(__name__)
+
 
 def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
-    """Train the `tiny` preset on 2 CPU ranks (gloo, torchrun) into the run folder; rank 0's record."""
+    """Train the `tiny` preset on 2 CPU ranks (gloo, torchrun) into the run folder; rank 0's record.
+
+    The ranks print to the inherited stdout and stderr; `console` is unused, and kept because every
+    demo stage is called as (config, console).
+    """
     run_id = config.run.run_id or new_run_id()
     train = config.train.model_copy(
         update={
@@ -37,7 +44,7 @@ def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
         }
     )
     staged = config.model_copy(update={"run": config.run.model_copy(update={"run_id": run_id}), "train": train})
-    console.print(f"train: tiny preset, {STAGE_RANKS} gloo ranks (torchrun), run {run_id}", highlight=False)
+    log.info("train: tiny preset, %d gloo ranks (torchrun), run %s", STAGE_RANKS, run_id)
     with tempfile.TemporaryDirectory(prefix="fleetbench-train-stage-") as scratch:
         config_path = Path(scratch) / "config.yaml"
         config_path.write_text(yaml.safe_dump(staged.model_dump(mode="json"), sort_keys=False))
