@@ -13,7 +13,7 @@ RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test lint fmt pytest perf train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test lint fmt pytest perf compare baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -30,7 +30,7 @@ test: setup ## lint, then the whole test suite (starts the services it needs)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory pytest
 
-lint: setup ## ruff, mypy on the package, hadolint on every Dockerfile, ansible-lint on deploy/
+lint: setup ## ruff, mypy --strict, hadolint on every Dockerfile, ansible-lint on deploy/, shellcheck on the scripts
 	$(VENV)/bin/ruff check benchmarks tests scripts
 	$(VENV)/bin/ruff format --check benchmarks tests scripts
 	$(VENV)/bin/mypy
@@ -119,6 +119,19 @@ stack-down: setup ## stop them
 
 stack-status: setup ## say whether they run
 	@$(FB) stack status
+
+BASE ?=
+NEW ?=
+COMPARE_ARGS ?=
+compare: setup ## compare runs: make compare BASE=<run|baseline> NEW=<run> [COMPARE_ARGS="--fail-on-regression 5"]
+	@if [ -z "$(BASE)" ] || [ -z "$(NEW)" ]; then echo "make compare: set BASE=<run id, run folder or baseline> and NEW=<run id or folder>" >&2; exit 2; fi
+	@$(FB) compare $(BASE) $(NEW) --results-dir $(RESULTS) $(COMPARE_ARGS)
+
+NAME ?=
+RUN ?=
+baseline: setup ## keep a run as a named baseline: make baseline NAME=main RUN=<run id>
+	@if [ -z "$(NAME)" ] || [ -z "$(RUN)" ]; then echo "make baseline: set NAME=<name> and RUN=<run id or folder>" >&2; exit 2; fi
+	@$(FB) baseline --results-dir $(RESULTS) set $(NAME) $(RUN)
 
 results: setup ## list runs in results/
 	@$(FB) results --results-dir $(RESULTS) list

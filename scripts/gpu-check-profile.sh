@@ -58,13 +58,9 @@ if ! "$PY" -c 'import ncu_report' 2>/dev/null && command -v ncu >/dev/null; then
   done
 fi
 
-# The CLI entry point, with the profiling commands registered whether or not cli/main.py lists them yet.
+# The real CLI, as a user runs it.
 fb() {
-  "$PY" -c 'import sys
-from fleetbench.cli import main as m, profile_cmd
-if profile_cmd not in m.COMMAND_MODULES:
-    m.COMMAND_MODULES = (*m.COMMAND_MODULES, profile_cmd)
-sys.exit(m.main(sys.argv[1:]))' "$@"
+  "$PY" -m fleetbench "$@"
 }
 
 WORKLOAD=(--set profile.device=cuda --set profile.workload=train --set profile.train_preset=seed
