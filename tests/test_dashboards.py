@@ -10,9 +10,9 @@ import pytest
 
 from conftest import REPO, run_cli
 from fleetbench.dashboards.build import stale, to_grafana
-from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS
 from fleetbench.dashboards.definition import VARIABLES, Dashboard
 from fleetbench.dashboards.promql_names import metric_names
+from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS
 from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.telemetry.catalogue import CATALOGUE
 

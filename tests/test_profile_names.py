@@ -6,10 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
-from testdata import get_test_data_dir
 
 from fleetbench.profile.names import MAX_SHORT, label, short_name
-from fleetbench.profile.ncu_readers import read_report
+from fleetbench.profile.ncu.readers import read_report
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 LABEL = re.compile(r"^[A-Za-z0-9_:.+\-]{1,48}(~[0-9a-f]{6})?$")

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
-from testdata import get_test_data_dir
 
 from fleetbench.errors import UserError
-from fleetbench.profile.ncu_readers import WANTED, normalise_unit, parse_value, read_report
-from fleetbench.profile.ncu_summary import summarize_report
+from fleetbench.profile.ncu.readers import WANTED, normalise_unit, parse_value, read_report
+from fleetbench.profile.ncu.summary import summarize_report
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 REPORTS = sorted((FIXTURES / "ncu-rep").glob("*.ncu-rep"))

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
 import torch
+import yaml
 
 from fleetbench.results.store import read_records
 from testdata import get_test_data_dir

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
-from testdata import get_test_data_dir
 
 from fleetbench.profile.classify import Thresholds
-from fleetbench.profile.ncu_readers import read_report
-from fleetbench.profile.ncu_summary import summarize_report
+from fleetbench.profile.ncu.readers import read_report
+from fleetbench.profile.ncu.summary import summarize_report
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir() / "ncu-rep"
 

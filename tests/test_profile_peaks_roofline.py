@@ -7,12 +7,11 @@ import struct
 from pathlib import Path
 
 import pytest
-from testdata import get_test_data_dir
 import torch
 
 from fleetbench.devices import resolve_device
-from fleetbench.profile.ncu_readers import read_report
-from fleetbench.profile.ncu_summary import summarize_report
+from fleetbench.profile.ncu.readers import read_report
+from fleetbench.profile.ncu.summary import summarize_report
 from fleetbench.profile.peaks import (
     PeakRequest,
     Peaks,
@@ -22,7 +21,8 @@ from fleetbench.profile.peaks import (
     peaks_from_datasheet,
     triad_probe,
 )
-from fleetbench.profile.roofline import OpStat, analytical_roofline, attainable, ncu_roofline, plot_roofline
+from fleetbench.profile.roofline.analysis import OpStat, analytical_roofline, attainable, ncu_roofline, plot_roofline
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testdata import get_test_data_dir
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from fleetbench.errors import UserError
 from fleetbench.profile.trace_summary import summarize_trace
+from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 GEMM = FIXTURES / "torch-trace" / "a100_gemm_trace.json"

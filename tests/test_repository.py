@@ -58,7 +58,7 @@ def test_readme_layout_names_what_exists() -> None:
 def test_every_top_level_entry_and_package_is_in_the_readme_layout() -> None:
     lines = readme_layout()
     named = {line.split()[0].rstrip("/") for line in lines}
-    tracked = {name.split("/")[0] for name in tracked_text_files() + ["tests/data"]}
+    tracked = {name.split("/")[0] for name in [*tracked_text_files(), "tests/data"]}
     hidden_but_shown = {".ci"}
     assert {n for n in tracked if not n.startswith(".") or n in hidden_but_shown} - named == set()
     package = REPO / "benchmarks" / "fleetbench"

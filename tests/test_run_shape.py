@@ -135,7 +135,7 @@ def package_of(module: str) -> str:
 def test_the_domain_never_imports_the_cli() -> None:
     offenders = []
     for path in PACKAGE.rglob("*.py"):
-        if path.parent.name == "cli" or path.name == "__main__.py" and path.parent == PACKAGE:
+        if path.parent.name == "cli" or (path.name == "__main__.py" and path.parent == PACKAGE):
             continue
         offenders += [
             f"{path.relative_to(PACKAGE)}: {m}" for m, _ in imports_of(path) if m.startswith("fleetbench.cli")
