@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench.config.schema import EdgeConfig
+from fleetbench.edge.plan import EdgePlan
 from fleetbench.errors import UserError
 
 ROUNDS = 7
@@ -36,8 +37,9 @@ PROBES = ("peak_fma", "peak_fma_2chain", "peak_fma_4chain")
 console = Console()
 
 
-def main() -> int:
-    from fleetbench.edge import gpu, kernels, measure
+def plan_gemms() -> tuple[EdgePlan, list[str]] | None:
+    """The GEMMs this adapter can run and the three peak probes, planned and compiled; None without one."""
+    from fleetbench.edge import gpu, kernels
     from fleetbench.edge.plan import plan_edge
 
     try:
@@ -51,16 +53,16 @@ def main() -> int:
             peak_iterations=1024,
             mps=False,
         )
-        plan = plan_edge(cfg, console)
+        return plan_edge(cfg), gemms
     except UserError as exc:
         console.print(f"perf_edge: no edge figures on this machine: {exc}")
-        return 0
-    assert plan.adapter is not None
-    rep = plan.adapter
-    console.print(
-        f"measuring on {rep.device} ({rep.backend}, {rep.adapter_type}), {plan.timing} timing, "
-        f"{ROUNDS} interleaved rounds ..."
-    )
+        return None
+
+
+def measure_rates(plan: EdgePlan) -> dict[str, float] | None:
+    """FLOP/s of every planned kernel and of torch.matmul, medians of interleaved rounds; None if wrong."""
+    from fleetbench.edge import kernels, measure
+
     with contextlib.ExitStack() as stack:
         timers = {}
         for item in plan.compiled:
@@ -68,7 +70,7 @@ def main() -> int:
             timer.run_once()
             if not kernels.compare(item.problem, plan.device.queue.read_buffer(out))[2]:
                 console.print(f"perf_edge: {item.problem.label} gave a wrong result; no figures")
-                return 1
+                return None
             timers[item.problem.spec.name] = timer.sample
         variants = [*timers.items(), ("torch.matmul", torch_matmul(N))]
         medians: dict[str, list[float]] = {name: [] for name, _ in variants}
@@ -80,6 +82,15 @@ def main() -> int:
     for item in plan.compiled:
         if item.problem.spec.op == "peak":
             rate[item.problem.spec.name] = item.problem.flops / seconds[item.problem.spec.name]
+    return rate
+
+
+def perf_table(plan: EdgePlan, gemms: list[str], rate: dict[str, float]) -> Table:
+    """GEMM / fastest probe (the target row first), each probe against the fastest, GEMM / torch."""
+    from fleetbench.edge import kernels
+
+    rep = plan.adapter
+    assert rep is not None
     probe = max(PROBES, key=rate.__getitem__)
     table = Table(title=f"fleetbench perf, edge ({rep.device}, {plan.timing} timing; medians of {ROUNDS} rounds)")
     table.add_column("row")
@@ -110,9 +121,26 @@ def main() -> int:
         )
     else:
         table.add_row(f"{best} / torch.matmul", "-", f"adapter is {rep.adapter_type}, not this CPU: not comparable")
+    return table
+
+
+def main() -> int:
+    planned = plan_gemms()
+    if planned is None:
+        return 0
+    plan, gemms = planned
+    assert plan.adapter is not None
+    rep = plan.adapter
+    console.print(
+        f"measuring on {rep.device} ({rep.backend}, {rep.adapter_type}), {plan.timing} timing, "
+        f"{ROUNDS} interleaved rounds ..."
+    )
+    rate = measure_rates(plan)
+    if rate is None:
+        return 1
     if rep.subgroup_size:
         console.print(f"subgroup size measured on {rep.device}: {rep.subgroup_size}")
-    console.print(table)
+    console.print(perf_table(plan, gemms, rate))
     return 0
 
 

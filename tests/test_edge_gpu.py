@@ -264,7 +264,7 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
 
     monkeypatch.setenv("FLEETBENCH_GLSLC", str(tmp_path / "no-glslc"))
     base = {**SMALL, "backend": "vulkan", "dtypes": ["float32"]}
-    plan = plan_edge(EdgeConfig.model_validate(base), _console())
+    plan = plan_edge(EdgeConfig.model_validate(base))
     assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
     assert {c.problem.spec.name for c in plan.compiled} == {
         k
@@ -272,11 +272,11 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
         if not k.endswith("_spirv") and not kernels.KERNELS[k].missing_features(adapter.features)
     }
     with pytest.raises(UserError, match="glslc not found"):
-        plan_edge(EdgeConfig.model_validate({**base, "kernels": ["peak_fma_spirv"]}), _console())
+        plan_edge(EdgeConfig.model_validate({**base, "kernels": ["peak_fma_spirv"]}))
     # The quick set's kernels are defaults too: skipped with the same note, not refused.
     from fleetbench.edge.plan import quick
 
-    plan = plan_edge(quick(EdgeConfig.model_validate(base)), _console())
+    plan = plan_edge(quick(EdgeConfig.model_validate(base)))
     assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
     assert all(not c.problem.spec.name.endswith("_spirv") for c in plan.compiled)
 
@@ -288,7 +288,7 @@ def test_subgroup_size_is_measured_and_the_subgroup_gemm_needs_it(adapter: gpu.A
     from fleetbench.edge.plan import plan_edge
 
     cfg = EdgeConfig.model_validate({**SMALL, "backend": "vulkan", "dtypes": ["float32"], "kernels": ["gemm_subgroup"]})
-    plan = plan_edge(cfg, _console())
+    plan = plan_edge(cfg)
     assert plan.adapter is not None
     size = plan.adapter.subgroup_size
     assert size is not None and size >= 4 and size & (size - 1) == 0

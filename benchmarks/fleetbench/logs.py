@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from typing import TextIO
 
 LOG_LEVEL_ENV = "FLEETBENCH_LOG_LEVEL"
 LEVELS = ("debug", "info", "warning", "error")
@@ -27,6 +28,19 @@ class _LevelPrefix(logging.Formatter):
         return message
 
 
+class _CurrentStderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stderr` is at the time: a rich progress bar redirects it while it
+    shows, so a log line printed then lands above the bar instead of through it."""
+
+    @property
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: TextIO) -> None:
+        pass
+
+
 def level_from_env() -> str:
     """The level a parent process chose, else the default."""
     value = os.environ.get(LOG_LEVEL_ENV, DEFAULT_LEVEL).lower()
@@ -38,7 +52,7 @@ def setup_logging(level: str) -> None:
     logger = logging.getLogger("fleetbench")
     for handler in list(logger.handlers):
         logger.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _CurrentStderr()
     handler.setFormatter(_LevelPrefix("%(message)s"))
     logger.addHandler(handler)
     logger.setLevel(level.upper())

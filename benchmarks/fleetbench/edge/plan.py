@@ -13,8 +13,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-
 from fleetbench.config.schema import EDGE_KERNELS, EdgeConfig
 from fleetbench.edge import gpu, kernels, paths, spirv
 from fleetbench.edge.kernels import Problem
@@ -167,11 +165,10 @@ def _compile(device: Any, code: str | bytes, entry_point: str, what: str, adapte
         raise UserError(f"{what}: shader did not compile on {adapter}: {first}") from None
 
 
-def plan_edge(cfg: EdgeConfig, console: Console | None = None) -> EdgePlan:
+def plan_edge(cfg: EdgeConfig) -> EdgePlan:
     """Choose, check and compile everything; raises UserError before anything is written.
 
-    What was skipped is in the plan's notes. `console` is not used; it stays for callers that still
-    pass one (scripts/perf_edge.py).
+    What was skipped is in the plan's notes.
     """
     from fleetbench.edge import pte
 
