@@ -44,10 +44,16 @@ def gateway_groups(url: str) -> list[dict[str, str]]:
 
 
 def run_cli(
-    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 300
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    unset: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real console entry point as a user would, in a subprocess."""
+    """Run the real console entry point as a user would, in a subprocess (without the `unset` variables)."""
     full_env = {**os.environ, "FLEETBENCH_PUSHGATEWAY": "", **(env or {})}
+    for name in unset:
+        full_env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", "fleetbench", *args],
         cwd=cwd,

@@ -7,30 +7,22 @@ Bad input gets one line on stderr, exit 2, no traceback and no results folder. T
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_cli
 from fleetbench.results.store import read_records
 
 
 def run_edge_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m fleetbench ARGS`: the console entry point in a fresh process, as a user runs it."""
-    full_env = {**os.environ, "FLEETBENCH_PUSHGATEWAY": "", **(env or {})}
-    full_env.pop("WGPU_BACKEND_TYPE", None) if "WGPU_BACKEND_TYPE" not in (env or {}) else None
-    return subprocess.run(
-        [sys.executable, "-m", "fleetbench", *args],
-        cwd=cwd,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    """The real CLI in a fresh process; the adapter choice is the test's, not the caller's environment."""
+    keep_backend = "WGPU_BACKEND_TYPE" in (env or {})
+    return run_cli(*args, cwd=cwd, env=env, timeout=timeout, unset=() if keep_backend else ("WGPU_BACKEND_TYPE",))
 
 
 @pytest.fixture(scope="module")

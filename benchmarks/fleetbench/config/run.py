@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator
 
 from fleetbench.config.strict import StrictModel
+from fleetbench.results.store import DEFAULT_RESULTS_DIR
 from fleetbench.runinfo import RUN_ID_PATTERN, RUN_ID_RULE
 
 __all__ = ["RunConfig", "TelemetryConfig", "validate_pushgateway_url"]
@@ -32,7 +33,7 @@ def validate_pushgateway_url(url: str) -> str:
 class RunConfig(StrictModel):
     """Section `run`: the results root and the run id (folder name and `run_id` label)."""
 
-    results_dir: Path = Path("results")
+    results_dir: Path = DEFAULT_RESULTS_DIR
     run_id: str | None = None
 
     @field_validator("run_id")
