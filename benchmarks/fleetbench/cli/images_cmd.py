@@ -218,7 +218,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
     """Run a benchmark image; the exit status is the container's."""
     args, program = split_run_arguments(args)
     namespace = namespace_of(args)
-    from fleetbench.images.run import parse_env, run_image
+    from fleetbench.images.container import parse_env, run_image
 
     return run_image(
         args.name,

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, BinaryIO
 from rich.console import Console
 
 from fleetbench.errors import UserError
+from fleetbench.images.container import find_image
 from fleetbench.images.engine import connect
-from fleetbench.images.run import find_image
 from fleetbench.images.specs import DEFAULT_NAMESPACE, get_spec
 
 if TYPE_CHECKING:
