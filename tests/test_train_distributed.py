@@ -271,12 +271,45 @@ def test_two_nodes_on_loopback_meet_through_c10d_rendezvous(tmp_path: Path) -> N
             node0.kill()
     assert node0.returncode == 0, err0[-2000:]
     assert node1.returncode == 0, node1.stderr[-2000:]
-    assert "waiting for node 0's rendezvous" in node1.stderr and "rank 0 ran on another node" in node1.stderr
     runs = [p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(runs) == 1  # node 0's run id reached every rank
+    # Node 1's launcher learns that id from its rank, and (the results folder being shared here, as on
+    # a cluster file system) answers with rank 0's record.
+    assert "waiting for node 0's rendezvous" in node1.stderr
+    assert f"result record: {runs[0] / 'records.jsonl'}" in node1.stderr
     records = read_records(runs[0])
     assert sorted(r.rank for r in records) == [0, 1]
     assert all(r.summary["mesh"] == [2, 1] and r.status == "ok" for r in records)
+
+
+@pytest.mark.slow
+def test_a_node_without_rank_zero_answers_with_its_own_ranks_record(tmp_path: Path) -> None:
+    """Nodes that do not share a results folder: node 1 has only rank 1's record, and says so."""
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    common = [sys.executable, "-m", "fleetbench", "train", "--nproc", "1", "--nnodes", "2",
+              "--rdzv-endpoint", f"127.0.0.1:{port}",
+              *(f"--set=train.{item}" for item in (*MODEL, "steps=2", "batch_size=2", "rdzv_timeout_s=120"))]  # fmt: skip
+    node0 = subprocess.Popen(
+        [*common, "--node-rank", "0", "--results-dir", str(tmp_path / "node0")], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        node1 = subprocess.run(
+            [*common, "--node-rank", "1", "--results-dir", str(tmp_path / "node1")],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        _out, err0 = node0.communicate(timeout=120)
+    finally:
+        if node0.poll() is None:
+            node0.kill()
+    assert node0.returncode == 0 and node1.returncode == 0, (err0[-1000:], node1.stderr[-1000:])
+    (run0,) = (tmp_path / "node0").iterdir()
+    (run1,) = (p for p in (tmp_path / "node1").iterdir() if not p.name.startswith("."))
+    assert run0.name == run1.name  # rank 0's run id, on both nodes
+    assert [r.rank for r in read_records(run1)] == [1]
+    assert "rank 0 ran on another node; this is rank 1's record" in node1.stderr
 
 
 @pytest.mark.slow

@@ -49,7 +49,9 @@ def results_dir(args: argparse.Namespace) -> Path:
 
 def print_record_path(console: Console, config: FleetbenchConfig, record: ResultRecord) -> None:
     """The line every job ends with: where its result record is."""
-    console.print(f"result record: {config.run.results_dir / record.run_id / RECORDS_FILE}", markup=False)
+    console.print(
+        f"result record: {config.run.results_dir / record.run_id / RECORDS_FILE}", markup=False, soft_wrap=True
+    )
 
 
 def config_from_args(

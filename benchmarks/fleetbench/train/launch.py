@@ -252,7 +252,25 @@ def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 f"{cfg.rdzv_timeout_s:g} s ({type(exc).__name__}: {first[:200]}); check NNODES, "
                 "RDZV_ENDPOINT and that every node was started"
             ) from None
+        # Rank 0 names the run for every rank; on another node that is not the id made up here.
+        run_id = agreed_run_id(error_dir) or run_id
     return node_record(config.run.results_dir / run_id)
+
+
+RUN_ID_FILE = "run-id"
+
+
+def report_run_id(run_id: str) -> None:
+    """Called in a rank: tell the launcher of this node which run id the ranks agreed on."""
+    folder = os.environ.get(ERROR_DIR_ENV)
+    if folder:
+        Path(folder, RUN_ID_FILE).write_text(run_id, encoding="utf-8")
+
+
+def agreed_run_id(error_dir: Path) -> str | None:
+    """The run id this node's ranks reported, if any did."""
+    path = error_dir / RUN_ID_FILE
+    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
 
 
 def node_record(run_dir: Path) -> ResultRecord:

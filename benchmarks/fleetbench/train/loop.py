@@ -38,6 +38,7 @@ from fleetbench.train.decoder import Decoder, param_counts
 from fleetbench.train.display import StepDisplay
 from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
 from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
+from fleetbench.train.launch import report_run_id
 from fleetbench.train.memory import (
     MemoryKnobs,
     MemorySnapshot,
@@ -563,6 +564,8 @@ def _run(config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, console: C
     cfg = config.train
     # Rank 0 names the run (or finds the one to resume) and every rank takes its name.
     run_id = broadcast_object((resume_run_id(config) or new_run_id()) if dist.get_rank() == 0 else None)
+    if setup.env.local_rank == 0:
+        report_run_id(run_id)
     comparable = cfg.model_dump(mode="json")
     comparable.pop("node_rank")  # the one train field that differs between nodes
     agree("train config", comparable)
