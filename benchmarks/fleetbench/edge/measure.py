@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fleetbench.edge import kernels, timing
 from fleetbench.edge.export import record_kernel
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.plan import Compiled, EdgePlan
 from fleetbench.edge.rows import PERCENTILES, KernelRow
+from fleetbench.progress import item_progress
 from fleetbench.telemetry.session import BenchmarkRun
 
 
@@ -128,14 +128,7 @@ def run_kernels(plan: EdgePlan, run: BenchmarkRun, console: Console) -> list[Ker
     rows: list[KernelRow] = []
     if not plan.compiled:
         return rows
-    with Progress(
-        TextColumn("[bold]edge[/] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with item_progress(console, "edge") as progress:
         task = progress.add_task("", total=len(plan.compiled))
         for item in plan.compiled:
             label = item.problem.label

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import resolve_device
 from fleetbench.probe.compute import ProbeResult, copy_probe, matmul_probe
 from fleetbench.probe.display import probe_table
+from fleetbench.progress import item_progress
 from fleetbench.results.record import ResultRecord
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
@@ -43,14 +43,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     with open_run(config, BENCHMARK, probe_cfg, device.name, device.backend) as bench:
         if device.backend == "cuda":
             torch.cuda.reset_peak_memory_stats(device.torch_device)
-        with Progress(
-            TextColumn("[bold]probe[/] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
+        with item_progress(console, "probe") as progress:
             task = progress.add_task("", total=len(jobs))
             for kind, size in jobs:
                 progress.update(task, description=f"{kind} {size}")
