@@ -15,7 +15,7 @@ from rich.table import Table
 
 from fleetbench.profile.capture import CaptureResult
 from fleetbench.profile.classify import FIXES_SHORT
-from fleetbench.profile.ncu.summary import NcuSummary
+from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
 from fleetbench.profile.peaks import Peaks
 from fleetbench.profile.roofline.analysis import Roofline
 from fleetbench.profile.trace_summary import TraceSummary
@@ -119,33 +119,25 @@ def ncu_table(summary: NcuSummary, launches: bool = False) -> Table:
         )
     if launches:
         for k in summary.kernels:
-            table.add_row(
-                f"{k.id} {k.short}",
-                "1",
-                seconds(k.duration_s),
-                pct(k.compute_sol),
-                pct(k.memory_sol),
-                pct(k.dram_sol),
-                scaled(k.flop_per_second, ""),
-                scaled(k.dram_bytes, "", 1e6),
-                number(k.arithmetic_intensity),
-                k.cls,
-            )
+            table.add_row(f"{k.id} {k.short}", "1", *_kernel_cells(k))
         return table
     for g in summary.groups:
-        table.add_row(
-            g.short,
-            str(g.launches),
-            seconds(g.duration_s),
-            pct(g.compute_sol),
-            pct(g.memory_sol),
-            pct(g.dram_sol),
-            scaled(g.flop_per_second, ""),
-            scaled(g.dram_bytes, "", 1e6),
-            number(g.arithmetic_intensity),
-            g.cls,
-        )
+        table.add_row(g.short, str(g.launches), *_kernel_cells(g))
     return table
+
+
+def _kernel_cells(k: KernelSummary | KernelGroup) -> tuple[str, ...]:
+    """Duration, speed-of-light, FLOP/s, DRAM MB, intensity and class of a launch or a kernel."""
+    return (
+        seconds(k.duration_s),
+        pct(k.compute_sol),
+        pct(k.memory_sol),
+        pct(k.dram_sol),
+        scaled(k.flop_per_second, ""),
+        scaled(k.dram_bytes, "", 1e6),
+        number(k.arithmetic_intensity),
+        k.cls,
+    )
 
 
 @dataclass
