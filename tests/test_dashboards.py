@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -10,20 +11,26 @@ import pytest
 
 from conftest import REPO, run_cli
 from fleetbench.dashboards.build import stale, to_grafana
+from fleetbench.dashboards.compare import COMPARE
 from fleetbench.dashboards.definition import VARIABLES, Dashboard
 from fleetbench.dashboards.promql_names import metric_names
 from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS
-from fleetbench.services.prometheus_api import PrometheusClient
-from fleetbench.telemetry.catalogue import CATALOGUE
+from fleetbench.report.build import dashboards_for
+from fleetbench.services.prometheus_api import PrometheusClient, Series
+from fleetbench.services.stack import LocalStack
+from fleetbench.telemetry.catalogue import CATALOGUE, HEADLINES
 
+VARIABLE_REF = re.compile(r"\$(\w+)")
 EXPOSED = {name for metric in CATALOGUE.values() for name in metric.exposed_names}
 IDS = [d.uid for d in DASHBOARDS]
 
 
-def substitute(expr: str, run_id: str = ".*") -> str:
-    """What Grafana sends for "All" (and the report for one run): `.*` for each variable."""
-    for name in VARIABLES:
-        expr = expr.replace(f"${name}", run_id if name == "run_id" else ".*")
+def substitute(expr: str, run_id: str = ".*", base: str | None = None, new: str | None = None) -> str:
+    """What Grafana sends for "All" (and the report for one run): `.*` for each filter variable, `run_id`
+    for the run variable; the compare dashboard's single-run variables get `base` and `new` (default `run_id`)."""
+    runs = {"run_id": run_id, "base": base or run_id, "new": new or run_id}
+    for name in sorted({*VARIABLES, *runs}, key=len, reverse=True):  # longest first: none inside another
+        expr = expr.replace(f"${name}", runs.get(name, ".*"))
     return expr
 
 
@@ -66,7 +73,13 @@ def test_structure(dashboard: Dashboard) -> None:
         assert panel["targets"]
     variables = {v["name"]: v for v in model["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource"
-    assert set(VARIABLES) <= set(variables)
+    assert list(variables) == ["datasource", *(v.name for v in dashboard.variables)]
+    for variable in dashboard.variables:
+        shown = variables[variable.name]
+        assert shown["query"].endswith(f", {variable.label_name})") and shown["label"] == variable.label
+        assert shown["multi"] is shown["includeAll"] is variable.multi
+    written = {name for panel in dashboard.panels() for q in panel.queries for name in VARIABLE_REF.findall(q.expr)}
+    assert written <= set(variables), f"queries name undeclared variables: {written - set(variables)}"
     assert "fleetbench-prometheus" not in json.dumps(model), "datasource UIDs must come from the variable"
 
 
@@ -118,3 +131,63 @@ def test_prometheus_rejects_a_broken_query(prometheus: PrometheusClient) -> None
 
     with pytest.raises(PromQLError, match="bad_data"):
         prometheus.query("sum by (host (fleetbench_steps_total)")
+
+
+def test_the_single_run_report_leaves_out_the_compare_dashboard() -> None:
+    assert COMPARE in DASHBOARDS and not COMPARE.one_run
+    assert COMPARE not in dashboards_for(set(HEADLINES))
+    assert [d for d in DASHBOARDS if d.one_run] == [d for d in DASHBOARDS if d is not COMPARE]
+
+
+@pytest.fixture(scope="session")
+def second_probe_run(stack: LocalStack, prometheus: PrometheusClient, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A probe run beside the demo's (same sizes), from another host name, pushed to the session's gateway."""
+    from rich.console import Console
+
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.probe.run import run
+
+    run_id = "compare-new"
+    config = FleetbenchConfig.model_validate(
+        {
+            "run": {"results_dir": str(tmp_path_factory.mktemp("compare-results")), "run_id": run_id},
+            "probe": {"matmul_sizes": [128, 256], "copy_mib": [4], "min_run_time_s": 0.05},
+            "telemetry": {"pushgateway": stack.pushgateway_url},
+        }
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FLEETBENCH_HOST", "compare-host")
+        run(config, Console(quiet=True))
+    assert prometheus.wait_for(f'fleetbench_run_success{{run_id="{run_id}"}}', timeout_s=30)
+    return run_id
+
+
+def by_key(series: list[Series]) -> dict[tuple[tuple[str, str], ...], float]:
+    """Instant series by their full label set."""
+    return {tuple(sorted(s.labels.items())): s.value for s in series}
+
+
+@pytest.mark.services
+def test_compare_ratio_pairs_two_runs_from_different_hosts(
+    demo_run: Path, second_probe_run: str, prometheus: PrometheusClient
+) -> None:
+    base, new = demo_run.name, second_probe_run
+    # What the ratio has to see through: the runs' series differ in run_id, host and the gateway's instance.
+    seen = prometheus.query(f'fleetbench_probe_achieved_flop_per_second{{run_id=~"{base}|{new}"}}')
+    assert {s.labels["run_id"] for s in seen} == {base, new}
+    assert len({s.labels["host"] for s in seen}) == len({s.labels["instance"] for s in seen}) == 2
+    probe_row = next(row for row in COMPARE.rows if row.title == "Device probe")
+    values_panels, ratio_panels = probe_row.panels[0::2], probe_row.panels[1::2]
+    assert [p.title for p in ratio_panels] == ["Matmul FLOP/s: new / base", "Copy bandwidth: new / base"]
+    for values, ratio in zip(values_panels, ratio_panels, strict=True):
+        base_values, new_values = (
+            by_key(prometheus.query(substitute(q.expr, base=base, new=new))) for q in values.queries
+        )
+        ratios = by_key(prometheus.query(substitute(ratio.queries[0].expr, base=base, new=new)))
+        assert ratios, f"{ratio.title}: no series paired between {base} and {new}"
+        assert ratios.keys() == base_values.keys() == new_values.keys()
+        for key, value in ratios.items():
+            assert value == pytest.approx(new_values[key] / base_values[key], rel=1e-9), key
+            assert 0.01 < value < 100, (key, value)  # the same probe on the same machine
+        same = by_key(prometheus.query(substitute(ratio.queries[0].expr, base=base, new=base)))
+        assert same.keys() == ratios.keys() and set(same.values()) == {1.0}

@@ -9,10 +9,18 @@ from typing import Any
 from grafana_foundation_sdk.builders import barchart, bargauge, prometheus, stat, table, timeseries
 from grafana_foundation_sdk.builders import dashboard as sdk
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
-from grafana_foundation_sdk.models.dashboard import DataSourceRef, GridPos, VariableRefresh
+from grafana_foundation_sdk.models.dashboard import (
+    DataSourceRef,
+    FieldColorModeId,
+    GridPos,
+    Threshold,
+    ThresholdsMode,
+    VariableRefresh,
+    VariableSort,
+)
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from fleetbench.dashboards.definition import VARIABLES, Dashboard, Panel
+from fleetbench.dashboards.definition import Dashboard, Panel, Variable
 
 GRID_WIDTH = 24
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -23,21 +31,32 @@ PANEL_BUILDERS: dict[str, Any] = {
     "barchart": barchart.Panel,
     "bargauge": bargauge.Panel,
 }
-VARIABLE_LABELS = {"benchmark": "Benchmark", "run_id": "Run", "host": "Host", "device": "Device", "backend": "Backend"}
+ORDERS = {"none": VariableSort.DISABLED, "asc": VariableSort.ALPHABETICAL_ASC, "desc": VariableSort.ALPHABETICAL_DESC}
 
 
-def _variable(name: str, dashboard: Dashboard) -> Any:
+def _variable(variable: Variable, dashboard: Dashboard) -> Any:
     scope = "|".join(dashboard.benchmarks)
     source = f'fleetbench_run_info{{benchmark=~"{scope}"}}' if scope else "fleetbench_run_info"
-    return (
-        sdk.QueryVariable(name)
-        .label(VARIABLE_LABELS[name])
+    builder = (
+        sdk.QueryVariable(variable.name)
+        .label(variable.label)
         .datasource(DATASOURCE)
-        .query(f"label_values({source}, {name})")
+        .query(f"label_values({source}, {variable.label_name})")
         .refresh(VariableRefresh.ON_TIME_RANGE_CHANGED)
-        .multi(True)
-        .include_all(True)
-        .all_value(".*")
+    )
+    if variable.multi:
+        builder = builder.multi(True).include_all(True).all_value(".*")
+    else:
+        builder = builder.multi(False).include_all(False)
+    if variable.order != "none":
+        builder = builder.sort(ORDERS[variable.order])
+    return builder
+
+
+def _thresholds(panel: Panel, builder: Any) -> Any:
+    steps = [Threshold(value=value, color=color) for value, color in panel.thresholds]
+    return builder.thresholds(sdk.ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps(steps)).color_scheme(
+        sdk.FieldColor().mode(FieldColorModeId.THRESHOLDS)
     )
 
 
@@ -51,6 +70,8 @@ def _panel(panel: Panel, panel_id: int, grid: GridPos) -> Any:
         .unit(panel.unit)
         .grid_pos(grid)
     )
+    if panel.thresholds:
+        builder = _thresholds(panel, builder)
     for index, query in enumerate(panel.queries):
         target = prometheus.Dataquery().expr(query.expr).ref_id(chr(ord("A") + index))
         if query.legend:
@@ -74,8 +95,8 @@ def to_grafana(dashboard: Dashboard) -> dict[str, Any]:
         .time("now-6h", "now")
         .with_variable(sdk.DatasourceVariable("datasource").label("Data source").type("prometheus"))
     )
-    for name in VARIABLES:
-        builder = builder.with_variable(_variable(name, dashboard))
+    for variable in dashboard.variables:
+        builder = builder.with_variable(_variable(variable, dashboard))
     panel_id, y = 1, 0
     for row in dashboard.rows:
         builder = builder.with_row(sdk.Row(row.title).id(panel_id).grid_pos(GridPos(h=1, w=GRID_WIDTH, x=0, y=y)))

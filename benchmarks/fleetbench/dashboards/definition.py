@@ -7,17 +7,57 @@ from typing import Literal
 
 from fleetbench.telemetry.catalogue import spec
 
-# Template variables every dashboard has (besides the datasource), in the order they are shown.
-VARIABLES: tuple[str, ...] = ("benchmark", "run_id", "host", "device", "backend")
-SELECTOR = ",".join(f'{name}=~"${name}"' for name in VARIABLES)
+VariableOrder = Literal["none", "asc", "desc"]
+
+
+@dataclass(frozen=True)
+class Variable:
+    """A query template variable: the values of one `fleetbench_run_info` label, as Grafana offers them."""
+
+    name: str  # what queries write as `$name`
+    label: str  # what Grafana shows beside the picker
+    source: str = ""  # the run_info label whose values it offers; "" = the variable's own name
+    multi: bool = True  # several values and "All" (`.*`, matched with =~); else exactly one (matched with =)
+    order: VariableOrder = "none"  # alphabetical order of the offered values (run ids sort by age)
+
+    @property
+    def label_name(self) -> str:
+        """The series label this variable selects on."""
+        return self.source or self.name
+
+    @property
+    def matcher(self) -> str:
+        """The label matcher a query writes for this variable: a regex for multi-value, else exact."""
+        return f'{self.label_name}{"=~" if self.multi else "="}"${self.name}"'
+
+
+# The filters every dashboard has (besides the datasource and the run), and the run variable.
+FILTERS: tuple[Variable, ...] = (
+    Variable("benchmark", "Benchmark"),
+    Variable("host", "Host"),
+    Variable("device", "Device"),
+    Variable("backend", "Backend"),
+)
+RUN = Variable("run_id", "Run")
+# Template variables of the dashboards that show runs (any number of them), in the order they are shown.
+STANDARD_VARIABLES: tuple[Variable, ...] = (FILTERS[0], RUN, *FILTERS[1:])
+VARIABLES: tuple[str, ...] = tuple(variable.name for variable in STANDARD_VARIABLES)
+SELECTOR = ",".join(variable.matcher for variable in STANDARD_VARIABLES)
 
 PanelKind = Literal["timeseries", "stat", "table", "barchart", "bargauge"]
+# A colour step of a panel's thresholds: from `value` up (None: from minus infinity), in `color`.
+ThresholdStep = tuple[float | None, str]
+
+
+def selection(metric: str, variables: tuple[Variable, ...], **matchers: str) -> str:
+    """`metric{<each variable's matcher>, extra="matchers"}`."""
+    extra = "".join(f',{key}="{value}"' for key, value in matchers.items())
+    return f"{metric}{{{','.join(variable.matcher for variable in variables)}{extra}}}"
 
 
 def sel(metric: str, **matchers: str) -> str:
     """`metric{<the dashboard's variables>, extra="matchers"}`: every query filters by the variables."""
-    extra = "".join(f',{key}="{value}"' for key, value in matchers.items())
-    return f"{metric}{{{SELECTOR}{extra}}}"
+    return selection(metric, STANDARD_VARIABLES, **matchers)
 
 
 def unit_of(metric: str) -> str:
@@ -47,6 +87,8 @@ class Panel:
     height: int = 8
     # Data only where GPUs are (DCGM exporter, GPU traces): empty on a CPU machine by nature.
     gpu_only: bool = False
+    # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
+    thresholds: tuple[ThresholdStep, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -59,7 +101,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Dashboard:
-    """One dashboard: identity, the benchmarks its variable offers, and its rows."""
+    """One dashboard: identity, the benchmarks its variable offers, its rows and its template variables."""
 
     uid: str
     title: str
@@ -67,6 +109,12 @@ class Dashboard:
     benchmarks: tuple[str, ...]  # what the benchmark variable offers; () = every benchmark
     rows: tuple[Row, ...]
     tags: tuple[str, ...] = field(default=("fleetbench",))
+    variables: tuple[Variable, ...] = STANDARD_VARIABLES
+
+    @property
+    def one_run(self) -> bool:
+        """Whether the `run_id` variable selects its runs, so one run id binds every query (the report)."""
+        return RUN in self.variables
 
     def panels(self) -> list[Panel]:
         """Every panel, row by row."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from fleetbench.dashboards.compare import COMPARE
 from fleetbench.dashboards.definition import Dashboard
 from fleetbench.dashboards.edge import EDGE
 from fleetbench.dashboards.overview import OVERVIEW
 from fleetbench.dashboards.profiling import PROFILING
 from fleetbench.dashboards.training import TRAINING
 
-DASHBOARDS: list[Dashboard] = [OVERVIEW, TRAINING, PROFILING, EDGE]
+DASHBOARDS: list[Dashboard] = [OVERVIEW, TRAINING, PROFILING, EDGE, COMPARE]
 
 # Series the DCGM exporter documents; dashboards may query these beside the catalogue's.
 DCGM_METRICS = frozenset(

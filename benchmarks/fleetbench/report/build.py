@@ -24,8 +24,8 @@ def _slug(text: str) -> str:
 
 
 def dashboards_for(benchmarks: set[str]) -> list[Dashboard]:
-    """The overview, and each benchmark dashboard the run has records for."""
-    return [d for d in DASHBOARDS if not d.benchmarks or set(d.benchmarks) & benchmarks]
+    """The overview, and each benchmark dashboard the run has records for (not those comparing two runs)."""
+    return [d for d in DASHBOARDS if d.one_run and (not d.benchmarks or set(d.benchmarks) & benchmarks)]
 
 
 def build_report(run_dir: Path, prometheus_url: str | None) -> Path:
