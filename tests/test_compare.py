@@ -207,3 +207,16 @@ def test_config_differences_are_listed_key_by_key() -> None:
         "probe.matmul_sizes: [512] -> [512, 1024]",
         "probe.threads: 2 -> 1",
     ]
+
+
+def test_a_record_from_before_headlines_is_named_not_silently_empty(probe_runs: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old"
+    old.mkdir()
+    lines = (probe_runs / "alone" / "records.jsonl").read_text().splitlines()
+    stripped = [json.dumps({k: v for k, v in json.loads(line).items() if k != "headline"}) for line in lines]
+    (old / "records.jsonl").write_text("\n".join(stripped) + "\n")
+    code, out, _ = compare(probe_runs, str(old), "shared", "--format", "json")
+    bench = json.loads(out)["comparisons"][0]["benchmarks"][0]
+    assert code == 0 and bench["notes"] == [
+        "base has no headline figures (a record written before records carried one)"
+    ]

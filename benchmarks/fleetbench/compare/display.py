@@ -34,6 +34,8 @@ def show_benchmark(console: Console, comparison: Comparison, bench: BenchmarkCom
     if bench.mismatch:
         marked = "compared anyway (--allow-mismatch)" if bench.compared else "not compared"
         console.print(f"[yellow]mismatch ({marked}):[/] {mismatch_text(bench)}", highlight=False)
+    for note in bench.notes:
+        console.print(f"[yellow]{note}[/]", highlight=False)
     if bench.rows:
         console.print(benchmark_table(comparison, bench))
 

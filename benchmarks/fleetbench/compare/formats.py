@@ -93,6 +93,7 @@ def to_markdown(comparisons: list[Comparison], failures: list[Regression]) -> st
                 out.append(f"**mismatch** ({marked}): {mismatch_text(bench)}")
             if bench.config_diff:
                 out.append("config: " + "; ".join(f"`{d}`" for d in bench.config_diff))
+            out += [f"note: {note}" for note in bench.notes]
             if bench.rows:
                 out.append("| " + " | ".join(COLUMNS) + " |")
                 out.append("|" + "|".join("---" for _ in COLUMNS) + "|")
@@ -166,6 +167,7 @@ def to_json(comparisons: list[Comparison], failures: list[Regression]) -> str:
                         "mismatch": {k: list(v) for k, v in b.mismatch.items()},
                         "compared": b.compared,
                         "config_diff": b.config_diff,
+                        "notes": b.notes,
                     }
                     for b in c.benchmarks
                 ],

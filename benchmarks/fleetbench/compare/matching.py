@@ -130,6 +130,7 @@ class BenchmarkComparison:
     compared: bool
     config_diff: list[str]
     rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -176,6 +177,11 @@ def compare_runs(base: RunRef, new: RunRef, settings: TestSettings, allow_mismat
         item = BenchmarkComparison(name, a, b, mismatch, compared, config_differences(name, old[name], now[name]))
         if compared:
             item.rows = pair_figures(old[name], now[name], settings)
+            item.notes = [
+                f"{side} has no headline figures (a record written before records carried one)"
+                for side, record in (("base", old[name]), ("new", now[name]))
+                if not record.headline
+            ]
         benchmarks.append(item)
     return Comparison(
         base,

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from scipy import stats
 
 from fleetbench.telemetry.catalogue import Better
+
+if TYPE_CHECKING:
+    from fleetbench.config.compare import CompareConfig
 
 Verdict = Literal["better", "worse", "no significant change", "no direction"]
 Method = Literal["mann-whitney + bootstrap", "single value"]
@@ -37,6 +40,14 @@ class TestSettings:
     single_value_threshold_pct: float = 5.0
     bootstrap_resamples: int = 2000
     seed: int = 0
+
+
+def settings_from(cfg: CompareConfig) -> TestSettings:
+    """The test settings of a `compare` config section (compare and report --compare read the same section)."""
+    return TestSettings(
+        cfg.alpha, cfg.confidence_level, cfg.min_change_pct, cfg.single_value_threshold_pct,
+        cfg.bootstrap_resamples, cfg.seed,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
