@@ -163,6 +163,10 @@ def test_a_train_run_against_an_edge_run_is_a_clear_mismatch(tmp_path: Path) -> 
         (("alone", "shared", "--format", "xml"), "--format 'xml' is not accepted"),
         (("alone",), "needs BASE and at least one NEW"),
         (("alone", "shared", "--set", "compare.alpha=2"), "compare.alpha"),
+        (
+            ("alone", "shared", "--set", "compare.fail_thresholds_pct={fleetbench_nope: 2}"),
+            "fleetbench_nope is not a headline metric",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
@@ -220,3 +224,9 @@ def test_a_record_from_before_headlines_is_named_not_silently_empty(probe_runs: 
     assert code == 0 and bench["notes"] == [
         "base has no headline figures (a record written before records carried one)"
     ]
+
+
+def test_a_per_metric_threshold_overrides_the_gate(probe_runs: Path) -> None:
+    loose = f"compare.fail_thresholds_pct={{{FLOPS}: 90}}"
+    code, _, err = compare(probe_runs, "alone", "shared", "--fail-on-regression", "5", "--set", loose)
+    assert code == 0 and err == ""
