@@ -6,7 +6,7 @@ import pytest
 
 from fleetbench.config import load_config
 from fleetbench.errors import UserError
-from fleetbench.profile.classify import CLASSES, FIXES, FIXES_SHORT, Thresholds, classify
+from fleetbench.profile.classify import CLASSES, FIXES, FIXES_SHORT, Thresholds, classify, classify_traffic
 
 
 @pytest.mark.parametrize(
@@ -18,6 +18,8 @@ from fleetbench.profile.classify import CLASSES, FIXES, FIXES_SHORT, Thresholds,
         (0.85, 0.85, "balanced"),  # both busy
         (0.40, 0.86, "balanced"),  # memory leads, but compute is not idle
         (0.25, 0.90, "balanced"),  # compute exactly at the boundary is not "below" it
+        (0.05, 1.69, "cache_resident"),  # above the DRAM roof: the data came from caches
+        (0.05, 1.00, "memory_bound"),  # at the roof is still DRAM
         (None, 0.90, "unknown"),
         (0.90, None, "unknown"),
     ],
@@ -32,6 +34,28 @@ def test_fixes_name_what_the_brief_asks_for() -> None:
     assert all(word in FIXES["memory_bound"] for word in ("fus", "Triton", "torch.compile", "FP8/INT4", "batch"))
     assert all(word in FIXES["compute_bound"] for word in ("FP8/NVFP4", "64/128", "bigger GPU"))
     assert set(FIXES) == set(FIXES_SHORT) == set(CLASSES)
+
+
+@pytest.mark.parametrize(
+    ("memory", "expected"),
+    [
+        (0.90, "memory_bound"),
+        (0.40, "latency_bound"),
+        (0.70, "latency_bound"),
+        (1.12, "cache_resident"),
+        (None, "unknown"),
+    ],
+)
+def test_bytes_only_ops_are_classed_by_their_bytes(memory: float | None, expected: str) -> None:
+    verdict = classify_traffic(memory)
+    assert verdict.cls == expected and verdict.fix == FIXES[expected]
+    if memory is not None:
+        assert "no FLOPs counted" in verdict.reason
+
+
+def test_cache_resident_has_a_real_fix() -> None:
+    assert all(word in FIXES["cache_resident"] for word in ("cache", "fuse", "torch.compile", "peak_copy_mib"))
+    assert "torch.compile" in FIXES_SHORT["cache_resident"]
 
 
 def test_absent_figures_are_named_not_zeroed() -> None:

@@ -16,6 +16,7 @@ import torch
 from rich.console import Console
 
 from fleetbench.profile.classify import CLASSES
+from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
 from testdata import get_test_data_dir
@@ -116,6 +117,28 @@ def test_default_profile_metrics_and_the_closing_table(default_run: tuple[Path, 
     if promtool:
         result = subprocess.run([promtool, "check", "metrics"], input=prom, capture_output=True, timeout=30)
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_default_profile_classes_most_top_ops_and_names_cache_resident_ones(
+    default_run: tuple[Path, int, str],
+) -> None:
+    """The tiny preset on the CPU: data movement is classed by bytes, elementwise ops get FLOPs, and
+    no op shows more than 100 % of the DRAM roof without the cache-resident label."""
+    run_dir, _, output = default_run
+    record = profile_record(run_dir)
+    rows = record.summary["top_ops"]
+    unknown = [row["name"] for row in rows if row["class"] == "unknown"]
+    assert len(unknown) < 0.2 * len(rows), unknown
+    for row in rows:
+        assert row["flop_source"] in FLOP_SOURCES
+        if row["memory_ratio"] is not None and row["memory_ratio"] > 1:
+            assert row["class"] == "cache_resident", row
+    sources = {row["name"]: row["flop_source"] for row in rows}
+    assert sources.get("aten::mm") == "torch.profiler"
+    assert sources.get("aten::silu", "op table") == "op table"
+    assert sources.get("aten::_fused_adamw_", "op table") == "op table"
+    assert any(note.startswith("FLOP counts of the") for note in record.summary["roofline"]["notes"])
+    assert "FLOPs from torch.profiler" in output
 
 
 def test_linear_probe_flops_are_the_real_count(tmp_path: Path, fleetbench: Callable[..., int]) -> None:

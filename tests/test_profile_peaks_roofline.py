@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 import struct
+from io import StringIO
 from pathlib import Path
 
 import pytest
 import torch
+from rich.console import Console
 
 from fleetbench.devices import resolve_device
+from fleetbench.profile.capture import load_ops
+from fleetbench.profile.classify import Thresholds
+from fleetbench.profile.display import CACHE_RESIDENT, FixRow, fixes_table, roofline_table
 from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from fleetbench.profile.peaks import (
@@ -21,7 +26,14 @@ from fleetbench.profile.peaks import (
     peaks_from_datasheet,
     triad_probe,
 )
-from fleetbench.profile.roofline.analysis import OpStat, analytical_roofline, attainable, ncu_roofline, plot_roofline
+from fleetbench.profile.roofline.analysis import (
+    OpStat,
+    analytical_roofline,
+    attainable,
+    ncu_roofline,
+    op_rows,
+    plot_roofline,
+)
 from testdata import get_test_data_dir
 
 FIXTURES = get_test_data_dir()
@@ -116,6 +128,84 @@ def test_analytical_roofline_places_points_against_the_ridge() -> None:
     assert add.side == "memory" and add.cls == "memory_bound"  # 1 % of peak FLOP/s, 90 % of bandwidth
     assert add.roof_fraction == pytest.approx(1e9 / attainable(1e9 / 9e9, 1e11, 1e10))
     assert any("without a FLOP count" in note for note in roofline.notes)
+
+
+TEN_GB = Peaks(
+    device="test", backend="cpu", source="measured", flop_per_second={"float32": 1e11}, bytes_per_second=1e10
+)
+
+
+def op(name: str, flops: float, nbytes: float, source: str = "none") -> OpStat:
+    return OpStat(
+        name, name, 1, time_s=1.0, self_time_s=1.0, flops=flops, bytes=nbytes, dtype="float32", flop_source=source
+    )
+
+
+def test_bytes_only_ops_are_memory_traffic_classed_by_their_bytes() -> None:
+    ops = [op("aten::copy_", 0, 9e9), op("aten::fill_", 0, 1e9), op("aten::frobnicate", 0, 0)]
+    rows = {row["name"]: row for row in op_rows(ops, TEN_GB, Thresholds(), top=10)}
+    copy, fill, other = rows["aten::copy_"], rows["aten::fill_"], rows["aten::frobnicate"]
+    assert copy["class"] == "memory_bound" and copy["memory_ratio"] == pytest.approx(0.9)  # 9 GB/s of 10
+    assert fill["class"] == "latency_bound"  # 1 GB/s of 10: not bandwidth that holds it back
+    assert copy["compute_ratio"] is None and copy["flop_source"] == "none"
+    assert "no FLOPs counted" in copy["reason"]
+    assert other["class"] == "unknown"  # neither FLOPs nor bytes: nothing to class by
+
+
+def test_ops_above_the_dram_roof_are_cache_resident() -> None:
+    ops = [op("aten::add_", 1.7e9, 1.7e10, "op table"), op("aten::copy_", 0, 1.12e10)]  # 170 %, 112 % of 10 GB/s
+    rows = {row["name"]: row for row in op_rows(ops, TEN_GB, Thresholds(), top=10)}
+    assert rows["aten::add_"]["class"] == "cache_resident" and rows["aten::add_"]["flop_source"] == "op table"
+    assert rows["aten::copy_"]["class"] == "cache_resident"
+    assert "DRAM roof" in rows["aten::add_"]["reason"]
+    roofline = analytical_roofline(ops, TEN_GB)
+    (point,) = roofline.points
+    assert point.cls == "cache_resident" and point.side == "memory" and point.roof_fraction == pytest.approx(1.7)
+    assert any("1 ops sit above the DRAM roof, labelled cache_resident" in note for note in roofline.notes)
+    assert any("op table 1, none 1" in note for note in roofline.notes)  # where the FLOPs came from
+    buffer = StringIO()
+    console = Console(file=buffer, width=200)
+    console.print(
+        fixes_table(
+            "ops",
+            [
+                FixRow(r["short"], r["self_time_s"], r["compute_ratio"], r["memory_ratio"], r["class"], r["fix_short"])
+                for r in rows.values()
+            ],
+        )
+    )
+    console.print(roofline_table(roofline, 5))
+    text = buffer.getvalue()
+    assert text.count(CACHE_RESIDENT) == 3 and "170.0%" not in text and "112.0%" not in text
+
+
+def test_ops_json_from_before_flop_sources_loads(tmp_path: Path) -> None:
+    path = tmp_path / "ops.json"
+    rows = [
+        {
+            "name": "aten::mm",
+            "label": "aten::mm",
+            "count": 1,
+            "time_s": 1.0,
+            "self_time_s": 1.0,
+            "flops": 8.0,
+            "bytes": 4.0,
+            "dtype": "float32",
+        },
+        {
+            "name": "aten::copy_",
+            "label": "aten::copy_",
+            "count": 1,
+            "time_s": 1.0,
+            "self_time_s": 1.0,
+            "flops": 0.0,
+            "bytes": 4.0,
+            "dtype": None,
+        },
+    ]
+    path.write_text(json.dumps(rows))
+    mm, copy = load_ops(path)
+    assert mm.flop_source == "torch.profiler" and copy.flop_source == "none"
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -6,10 +6,11 @@ Jobs (each `run(config, console) -> ResultRecord`):
   roofline/run   `fleetbench roofline`: from an ncu report, from a profile run's ops, or peaks only
 Modules they share:
   names          kernel-name shortening for labels and chart text (stable, documented rule)
-  classify       memory-bound / compute-bound / balanced / latency-bound, with the main fix
+  classify       memory-bound / compute-bound / balanced / latency-bound / cache-resident, and the fix
   trace_summary  HTA-style temporal breakdown, top kernels/ops, launch gaps from a Chrome trace
   workloads      what is profiled: the trainer hook, the Linear probe, a script, a module
   capture        torch.profiler capture of a workload into the run folder (step A)
+  flops          FLOPs and bytes per op call: torch.profiler, flop_counter, the op table
   ncu/           the ncu binary, its report readers and the per-kernel summary
   peaks          datasheet peak tables and measured local peaks, cached per device
   roofline/      roofline points (ncu or analytical), ridge classification and the log-log PNG

@@ -8,7 +8,8 @@ Files (in <run folder>/profile/):
   key_averages.txt     the key_averages() table sorted by self device time (CUDA) or self CPU time
   trace.json[.gz]      the Chrome trace (opens in ui.perfetto.dev); gzip above profile.gzip_above_mib
   memory_timeline.html the memory timeline of the profiled device (torch.profiler's exporter)
-  ops.json             per-op time, FLOPs, tensor bytes and dtype: the analytical roofline's input
+  ops.json             per-op time, FLOPs (and their source), tensor bytes and dtype: the analytical
+                       roofline's input; FLOPs and bytes per call as profile/flops.py counts them
 """
 
 from __future__ import annotations
@@ -19,43 +20,24 @@ import logging
 import shutil
 import time
 import warnings
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from math import prod
 from pathlib import Path
 from typing import Any
 
+from torch._C._profiler import _ExtraFields_TorchOp
 from torch.profiler import DeviceType, ProfilerActivity, profile, schedule
 
 from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
+from fleetbench.profile.flops import Arg, args_from_event, args_from_tree, count_call, main_dtype
 from fleetbench.profile.names import label
 from fleetbench.profile.roofline.analysis import OpStat
 from fleetbench.profile.workloads import Workload
 
 log = logging.getLogger(__name__)
 
-# Element sizes of the dtype strings torch.profiler records for op inputs.
-ELEMENT_SIZE = {
-    "float": 4,
-    "double": 8,
-    "c10::Half": 2,
-    "c10::BFloat16": 2,
-    "long int": 8,
-    "int": 4,
-    "short int": 2,
-    "signed char": 1,
-    "unsigned char": 1,
-    "bool": 1,
-    "c10::complex<float>": 8,
-    "c10::complex<double>": 16,
-    "c10::Float8_e4m3fn": 1,
-    "c10::Float8_e5m2": 1,
-    "c10::Float8_e4m3fnuz": 1,
-    "c10::Float8_e5m2fnuz": 1,
-}
-FLOAT_DTYPES = {"float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16"}
 SKIPPED_OPS = ("ProfilerStep",)
 # Ops that only make a new view of their input: no tensor traffic of their own.
 VIEW_OPS = frozenset(
@@ -109,23 +91,74 @@ class CaptureResult:
     notes: list[str] = field(default_factory=list)
 
 
-def input_bytes(shapes: list[Any], dtypes: list[Any]) -> int:
-    """Bytes of an op's tensor inputs, from the shapes and dtypes torch.profiler recorded (others count 0)."""
-    total = 0
-    for shape, dtype in zip(shapes, dtypes, strict=False):
-        size = ELEMENT_SIZE.get(str(dtype))
-        if size is None or not isinstance(shape, list | tuple):
-            continue  # Scalar, ScalarList, TensorList, None: no tensor shape recorded
-        if all(isinstance(d, int) for d in shape):
-            total += prod(shape) * size
-    return total
+def tensor_list_calls(prof: profile) -> dict[str, list[list[Arg]]]:
+    """The inputs of each call of the ops that take tensor lists, by op name in call order.
+
+    A FunctionEvent records no shape for a TensorList argument, and the fused optimizer step takes
+    all its parameters so; the profiler's event tree (a private API, read defensively) keeps them.
+    """
+    try:
+        results = prof.profiler.kineto_results if prof.profiler is not None else None
+        roots = results.experimental_event_tree() if results is not None else []
+    except (AttributeError, RuntimeError) as exc:
+        log.debug("no event tree for the tensor-list ops: %s", exc)
+        return {}
+    found: list[tuple[int, str, list[Arg]]] = []
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        fields = node.extra_fields
+        if isinstance(fields, _ExtraFields_TorchOp) and any(isinstance(i, list) for i in fields.inputs):
+            found.append((node.start_time_ns, node.name, args_from_tree(fields.inputs)))
+    calls: dict[str, list[list[Arg]]] = defaultdict(list)
+    for _, name, args in sorted(found, key=lambda call: call[0]):
+        calls[name].append(args)
+    return dict(calls)
 
 
-def op_stats(events: Any, on_gpu: bool) -> list[OpStat]:
-    """Aggregate the profiler's op events by name: time, FLOPs, tensor bytes, main dtype."""
-    rows: dict[str, dict[str, Any]] = defaultdict(
-        lambda: {"count": 0, "time": 0.0, "self": 0.0, "flops": 0.0, "bytes": 0.0, "dtypes": defaultdict(float)}
+def _new_row() -> dict[str, Any]:
+    return {
+        "count": 0,
+        "time": 0.0,
+        "self": 0.0,
+        "flops": 0.0,
+        "bytes": 0.0,
+        "dtypes": defaultdict(float),
+        "sources": defaultdict(float),
+    }
+
+
+def _event_args(event: Any, lists: dict[str, deque[list[Arg]]]) -> list[Arg]:
+    dtypes = [str(d) for d in getattr(event, "input_dtypes", []) or []]
+    if "TensorList" in dtypes and lists.get(event.name):
+        return lists[event.name].popleft()  # events and tree calls of one op run in the same order
+    return args_from_event(list(event.input_shapes or []), dtypes)
+
+
+def _stat(name: str, row: dict[str, Any]) -> OpStat:
+    dtypes, sources = row["dtypes"], row["sources"]
+    counted = {source: flops for source, flops in sources.items() if flops > 0}
+    return OpStat(
+        name=name,
+        label=label(name),
+        count=row["count"],
+        time_s=row["time"],
+        self_time_s=row["self"],
+        flops=row["flops"],
+        bytes=row["bytes"],
+        dtype=max(dtypes, key=dtypes.get) if dtypes else None,
+        flop_source=max(counted, key=lambda s: counted[s]) if counted else "none",
     )
+
+
+def op_stats(events: Any, on_gpu: bool, tensor_lists: dict[str, list[list[Arg]]] | None = None) -> list[OpStat]:
+    """Aggregate the profiler's op events by name: time, FLOPs (and their source), tensor bytes, main dtype.
+
+    `tensor_lists`: the inputs of the tensor-list ops (`tensor_list_calls`), which the events lack.
+    """
+    lists = {name: deque(calls) for name, calls in (tensor_lists or {}).items()}
+    rows: dict[str, dict[str, Any]] = defaultdict(_new_row)
     for event in events:
         if (
             event.device_type != DeviceType.CPU
@@ -134,35 +167,20 @@ def op_stats(events: Any, on_gpu: bool) -> list[OpStat]:
         ):
             continue  # device-side events, Python frames (with_stack) and step markers are not ops
         time_us = event.device_time_total if on_gpu else event.cpu_time_total
-        self_us = event.self_device_time_total if on_gpu else event.self_cpu_time_total
         allocated = event.device_memory_usage if on_gpu else event.cpu_memory_usage
+        args = _event_args(event, lists)
+        call = count_call(event.name, args, float(event.flops or 0), int(allocated or 0))
         row = rows[event.name]
         row["count"] += 1
         row["time"] += time_us * 1e-6
-        row["self"] += self_us * 1e-6
-        row["flops"] += float(event.flops or 0)
+        row["self"] += (event.self_device_time_total if on_gpu else event.self_cpu_time_total) * 1e-6
+        row["flops"] += call.flops
+        row["sources"][call.source] += call.flops
         if event.name not in VIEW_OPS:
-            row["bytes"] += max(int(allocated or 0), 0) + input_bytes(
-                list(event.input_shapes or []), list(getattr(event, "input_dtypes", []) or [])
-            )
-        floating = [FLOAT_DTYPES[str(d)] for d in getattr(event, "input_dtypes", []) or [] if str(d) in FLOAT_DTYPES]
-        if floating:
-            row["dtypes"][floating[0]] += time_us
-    stats = []
-    for name, row in rows.items():
-        dtypes = row["dtypes"]
-        stats.append(
-            OpStat(
-                name=name,
-                label=label(name),
-                count=row["count"],
-                time_s=row["time"],
-                self_time_s=row["self"],
-                flops=row["flops"],
-                bytes=row["bytes"],
-                dtype=max(dtypes, key=dtypes.get) if dtypes else None,
-            )
-        )
+            row["bytes"] += call.bytes
+        if (dtype := main_dtype(args)) is not None:
+            row["dtypes"][dtype] += time_us
+    stats = [_stat(name, row) for name, row in rows.items()]
     return sorted(stats, key=lambda s: s.self_time_s, reverse=True)
 
 
@@ -242,7 +260,9 @@ def capture(
     else:
         notes.append("memory timeline needs profile_memory, record_shapes and with_stack")
         log.info(notes[-1])
-    ops = op_stats(prof.events(), on_gpu)
+    events = prof.events()
+    needs_lists = any("TensorList" in map(str, getattr(e, "input_dtypes", []) or []) for e in events)
+    ops = op_stats(events, on_gpu, tensor_list_calls(prof) if needs_lists else None)
     files["ops"] = out_dir / "ops.json"
     files["ops"].write_text(json.dumps([asdict(op) for op in ops], indent=1), encoding="utf-8")
     return CaptureResult(
@@ -259,4 +279,6 @@ def capture(
 def load_ops(path: Path) -> list[OpStat]:
     """The ops.json a capture wrote, back as OpStat rows."""
     data = json.loads(path.read_text(encoding="utf-8"))
+    for row in data:  # written before ops kept their FLOP source: only the profiler counted then
+        row.setdefault("flop_source", "torch.profiler" if row.get("flops", 0) > 0 else "none")
     return [OpStat(**row) for row in data]

@@ -3,6 +3,8 @@
 The rule of thumb of the product brief, on Nsight Compute's speed-of-light figures (or, for the
 analytical roofline, achieved FLOP/s and bytes/s over the measured peaks):
 
+  cache_resident memory above 100 % of the measured DRAM roof: the data come from caches (small
+                 tensors re-read while still in L1/L2/LLC), so DRAM bandwidth is not the limit
   memory_bound   compute < 25 % and memory > 75 %: tensor cores idle, the HBM bus saturated
                  (LayerNorm, Softmax, decode attention)
   compute_bound  compute > 75 % and memory < 50 %: near peak FLOP/s (large-batch GEMM, prefill)
@@ -11,7 +13,12 @@ analytical roofline, achieved FLOP/s and bytes/s over the measured peaks):
   balanced       everything else: both units carry real load, or one leads without saturating
   unknown        a figure is absent from the data; never guessed as zero
 
+An op with tensor bytes but no FLOPs (copies, fills, index ops) is memory traffic, classed by its
+bytes alone (`classify_traffic`): cache_resident above the DRAM roof, memory_bound above the
+memory-bound threshold (75 %), else latency_bound.
+
 Thresholds are configurable (`profile.thresholds.*`); the class names are fixed (a bounded label).
+The DRAM roof is the roof itself (100 %), not a tunable threshold.
 """
 
 from __future__ import annotations
@@ -30,7 +37,10 @@ class ThresholdSettings(Protocol):
         """The `profile.thresholds` model, whose fields are those of `Thresholds`."""
 
 
-CLASSES: Final = ("memory_bound", "compute_bound", "balanced", "latency_bound", "unknown")
+CLASSES: Final = ("memory_bound", "compute_bound", "balanced", "latency_bound", "cache_resident", "unknown")
+
+# Achieved bytes/s over the measured DRAM bandwidth above which data must come from caches.
+DRAM_ROOF: Final = 1.0
 
 FIXES: Final[dict[str, str]] = {
     "memory_bound": "fuse kernels (Triton / torch.compile) to cut HBM traffic, quantise (FP8/INT4) "
@@ -42,6 +52,9 @@ FIXES: Final[dict[str, str]] = {
     "latency_bound": "neither unit is busy: give every SM work (larger batch or grid, more waves), "
     "fuse small kernels or use CUDA graphs against launch overhead, check occupancy "
     "and warp stalls",
+    "cache_resident": "its data come from caches, faster than DRAM: the op is small, so fuse it with its "
+    "neighbours (torch.compile) to keep intermediates on chip and drop the per-op overhead, or give each "
+    "call more work; judge it against the cache bandwidth (a smaller profile.peak_copy_mib), not DRAM's",
     "unknown": "collect the missing figures: ncu --set full (or at least --section SpeedOfLight)",
 }
 
@@ -51,6 +64,7 @@ FIXES_SHORT: Final[dict[str, str]] = {
     "compute_bound": "FP8/NVFP4, dims multiple of 64/128, bigger GPU",
     "balanced": "fuse + lower precision; see ncu workload analysis",
     "latency_bound": "more parallel work, fuse or CUDA graphs, occupancy",
+    "cache_resident": "fuse with neighbours (torch.compile), more work per call",
     "unknown": "collect the figures: ncu --set full",
 }
 
@@ -92,6 +106,10 @@ def classify(
     if compute is None or memory is None:
         return Classification("unknown", f"{' and '.join(missing)} absent", FIXES["unknown"])
     both = f"{compute_name} {_pct(compute)}, {memory_name} {_pct(memory)}"
+    if memory > DRAM_ROOF:
+        return Classification(
+            "cache_resident", f"{both}: above the DRAM roof, data from caches", FIXES["cache_resident"]
+        )
     if compute < t.memory_bound_compute_below and memory > t.memory_bound_memory_above:
         cls = "memory_bound"
     elif compute > t.compute_bound_compute_above and memory < t.compute_bound_memory_below:
@@ -103,6 +121,23 @@ def classify(
         leader = compute_name if compute >= memory else memory_name
         both += f" ({leader} leads)"
     return Classification(cls, both, FIXES[cls])
+
+
+def classify_traffic(
+    memory: float | None, thresholds: Thresholds | None = None, memory_name: str = "memory"
+) -> Classification:
+    """Classify an op that moves bytes but has no FLOP count, by its memory utilisation alone."""
+    t = thresholds or Thresholds()
+    if memory is None:
+        return Classification("unknown", f"no FLOP count and {memory_name} absent", FIXES["unknown"])
+    said = f"no FLOPs counted (memory traffic), {memory_name} {_pct(memory)}"
+    if memory > DRAM_ROOF:
+        cls, said = "cache_resident", f"{said}: above the DRAM roof, data from caches"
+    elif memory > t.memory_bound_memory_above:
+        cls = "memory_bound"
+    else:
+        cls = "latency_bound"
+    return Classification(cls, said, FIXES[cls])
 
 
 def thresholds_of(settings: ThresholdSettings) -> Thresholds:

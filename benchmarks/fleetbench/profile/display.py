@@ -14,18 +14,25 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench.profile.capture import CaptureResult
-from fleetbench.profile.classify import FIXES_SHORT
+from fleetbench.profile.classify import DRAM_ROOF, FIXES_SHORT
+from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
 from fleetbench.profile.peaks import Peaks
 from fleetbench.profile.roofline.analysis import Roofline
 from fleetbench.profile.trace_summary import TraceSummary
 
 ABSENT = "absent"
+CACHE_RESIDENT = "> DRAM roof (cache-resident)"
 
 
 def pct(value: float | None) -> str:
     """A 0-1 ratio as a percentage with one decimal."""
     return ABSENT if value is None else f"{value * 100:.1f}%"
+
+
+def memory_pct(value: float | None) -> str:
+    """A memory utilisation; above the DRAM roof it says cache-resident instead of a share over 100 %."""
+    return CACHE_RESIDENT if value is not None and value > DRAM_ROOF else pct(value)
 
 
 def seconds(value: float | None) -> str:
@@ -152,17 +159,31 @@ class FixRow:
     fix: str  # short form, see classify.FIXES_SHORT
 
 
-def fixes_table(title: str, rows: Iterable[FixRow]) -> Table:
+def fixes_table(title: str, rows: Iterable[FixRow], caption: str | None = None) -> Table:
     """What limits each kernel or op and the main fix: the answer a profiling command ends with."""
-    table = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left", caption=caption, caption_justify="left")
     table.add_column("kernel / op", overflow="fold", max_width=40)
-    for column in ("time", "compute", "memory"):
+    for column in ("time", "compute"):
         table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("memory", justify="right", min_width=6)  # "> DRAM roof (cache-resident)" may wrap
     table.add_column("class", no_wrap=True)
     table.add_column("main fix", overflow="fold")
     for row in rows:
-        table.add_row(row.name, seconds(row.time_s), pct(row.compute), pct(row.memory), row.cls, row.fix)
+        table.add_row(row.name, seconds(row.time_s), pct(row.compute), memory_pct(row.memory), row.cls, row.fix)
     return table
+
+
+def flop_source_caption(rows: Iterable[dict[str, Any]]) -> str:
+    """Which source counted each op's FLOPs (profile.flops), the ops without a count classed by bytes."""
+    by_source: dict[str, list[str]] = {}
+    for row in rows:
+        by_source.setdefault(row.get("flop_source") or "none", []).append(row["short"])
+    parts = [
+        f"{source if source != 'none' else 'none (classed by bytes)'}: {', '.join(by_source[source])}"
+        for source in FLOP_SOURCES
+        if source in by_source
+    ]
+    return "FLOPs from " + "; ".join(parts)
 
 
 def ncu_fix_rows(summary: NcuSummary, top: int) -> list[FixRow]:
@@ -205,7 +226,7 @@ def roofline_table(roofline: Roofline, top: int) -> Table:
             number(p.arithmetic_intensity),
             number(p.ridge),
             p.side,
-            pct(p.roof_fraction),
+            CACHE_RESIDENT if p.side == "memory" and p.roof_fraction > DRAM_ROOF else pct(p.roof_fraction),
             p.cls,
         )
     return table
@@ -250,6 +271,7 @@ def show_profile(console: Console, outcome: ProfileOutcome, top: int) -> None:
                 FixRow(r["short"], r["self_time_s"], r["compute_ratio"], r["memory_ratio"], r["class"], r["fix_short"])
                 for r in outcome.rows
             ],
+            flop_source_caption(outcome.rows),
         )
     )
 

@@ -122,7 +122,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         # fleetbench profile (torch.profiler trace + analytical roofline), fleetbench ncu (Nsight
         # Compute), fleetbench roofline. `kernel` and `op` hold names shortened by
         # fleetbench.profile.names.label (full names stay in the result record); `class` is one of
-        # memory_bound, compute_bound, balanced, latency_bound, unknown; `category` one of compute,
+        # memory_bound, compute_bound, balanced, latency_bound, cache_resident (above the measured
+        # DRAM roof: data from caches), unknown; `category` one of compute,
         # communication, memory, idle; `gpu` the device index in the trace; `source` measured or
         # datasheet.
         _spec("fleetbench_profile_time_share_ratio", "gauge", "ratio",

@@ -3,8 +3,10 @@
 Two sources of points:
   ncu          one point per kernel (grouped launches) with FLOPs and DRAM bytes from Nsight
                Compute; roofs from the report's own peak counters, else the datasheet table;
-  analytical   one point per torch op with FLOPs counted by torch.profiler (with_flops) and its
-               tensor traffic (inputs read once, outputs written once) against the measured peaks.
+  analytical   one point per torch op with FLOPs (torch.profiler's with_flops, torch.utils.flop_counter
+               or the op table of profile/flops.py) and its tensor traffic (inputs read once, outputs
+               written once) against the measured peaks; ops with bytes and no FLOPs are classed by
+               their bytes in the op rows but have no point (no intensity to place).
 Every point is placed against the ridge point (peak FLOP/s / bandwidth) of its roof: left of the
 ridge the memory roof caps it (`memory` side), right of it the compute roof (`compute` side); its
 `roof_fraction` says how close it gets to the roof above it. The chart is a log-log PNG (matplotlib
@@ -16,11 +18,13 @@ from __future__ import annotations
 import logging
 import math
 import statistics
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.profile.classify import FIXES_SHORT, Classification, Thresholds, classify
+from fleetbench.profile.classify import FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
+from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.profile.names import short_name
 from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.peaks import Peaks, peaks_from_datasheet
@@ -32,6 +36,7 @@ CLASS_COLOURS = {
     "compute_bound": "#d62728",
     "balanced": "#9467bd",
     "latency_bound": "#7f7f7f",
+    "cache_resident": "#17becf",
     "unknown": "#bcbd22",
 }
 
@@ -48,6 +53,7 @@ class OpStat:
     flops: float
     bytes: float
     dtype: str | None
+    flop_source: str = "none"  # where the FLOPs come from: one of profile.flops.FLOP_SOURCES
 
 
 @dataclass
@@ -145,17 +151,29 @@ def op_ratios(op: OpStat, peaks: Peaks) -> tuple[float | None, float | None]:
     return compute, memory
 
 
-NO_FLOPS = "no FLOP count from torch.profiler for this op (it counts matmul, conv and arithmetic ops)"
-NO_FLOPS_FIX = "not classified without a FLOP count; on a GPU, fleetbench ncu run classifies its kernels"
+NO_FIGURES = "no FLOP count and no tensor bytes recorded (record_shapes off, or no tensor inputs)"
+NO_FIGURES_FIX = (
+    "not classified without FLOPs or bytes: profile with record_shapes and with_flops; on a GPU, "
+    "fleetbench ncu run classifies its kernels"
+)
+
+
+def op_verdict(op: OpStat, peaks: Peaks, thresholds: Thresholds | None = None) -> Classification:
+    """An op's class: by both roofs with a FLOP count, by its bytes alone without one (memory traffic)."""
+    compute, memory = op_ratios(op, peaks)
+    if op.flops > 0:
+        return classify(compute, memory, thresholds, "compute", "memory")
+    if op.bytes > 0:
+        return classify_traffic(memory, thresholds)
+    return Classification("unknown", NO_FIGURES, NO_FIGURES_FIX)
 
 
 def op_rows(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds, top: int) -> list[dict[str, Any]]:
-    """The top ops by self time, each with its analytical figures, class and fix."""
+    """The top ops by self time, each with its analytical figures, class, fix and FLOP source."""
     rows = []
     for op in [o for o in ops if o.self_time_s > 0][:top]:
         compute, memory = op_ratios(op, peaks)
-        verdict = classify(compute, memory, thresholds, "compute", "memory")
-        no_flops = op.flops <= 0
+        verdict = op_verdict(op, peaks, thresholds)
         rows.append(
             {
                 "label": op.label,
@@ -165,6 +183,7 @@ def op_rows(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds, top: int) -
                 "self_time_s": op.self_time_s,
                 "time_s": op.time_s,
                 "flops": op.flops,
+                "flop_source": op.flop_source if op.flops > 0 else "none",
                 "bytes": op.bytes,
                 "dtype": op.dtype,
                 "flop_per_second": op.flops / op.time_s if op.flops > 0 and op.time_s > 0 else None,
@@ -172,12 +191,21 @@ def op_rows(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds, top: int) -
                 "compute_ratio": compute,
                 "memory_ratio": memory,
                 "class": verdict.cls,
-                "reason": NO_FLOPS if no_flops else verdict.reason,
-                "fix": NO_FLOPS_FIX if no_flops else verdict.fix,
-                "fix_short": "not classified: no FLOP count" if no_flops else FIXES_SHORT[verdict.cls],
+                "reason": verdict.reason,
+                "fix": verdict.fix,
+                "fix_short": "record shapes and FLOPs, or ncu"
+                if verdict.fix == NO_FIGURES_FIX
+                else FIXES_SHORT[verdict.cls],
             }
         )
     return rows
+
+
+def flop_source_note(ops: list[OpStat]) -> str:
+    """How many ops took their FLOPs from each source (profile.flops), for the record's notes."""
+    counts = Counter(op.flop_source if op.flops > 0 else "none" for op in ops)
+    parts = [f"{source} {counts[source]}" for source in FLOP_SOURCES if counts[source]]
+    return f"FLOP counts of the {len(ops)} ops by source: {', '.join(parts)} (none: classed by their bytes)"
 
 
 def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds | None = None) -> Roofline:
@@ -197,26 +225,31 @@ def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds 
         if op.flops <= 0 or op.bytes <= 0 or op.time_s <= 0 or roof is None:
             skipped += 1
             continue
-        compute, memory = op_ratios(op, peaks)
         achieved = Achieved(op.label, op.label, op.name, op.time_s, op.flops / op.time_s, op.flops / op.bytes)
         roofline.points.append(
             _place(
                 achieved,
                 Roof(f"{roof[0]} ({peaks.source})", roof[1], peaks.bytes_per_second),
-                classify(compute, memory, thresholds, "compute", "memory"),
+                op_verdict(op, peaks, thresholds),
             )
         )
+    if ops:
+        roofline.note(flop_source_note(ops))
     if skipped:
         roofline.note(
-            f"{skipped} ops without a FLOP count or tensor bytes are not on the chart "
-            "(torch.profiler counts FLOPs for matmul, conv and elementwise arithmetic ops)"
+            f"{skipped} ops without a FLOP count or without tensor bytes are not on the chart (no "
+            "intensity to place them at); those with bytes alone (copy_, fill_) are memory traffic, "
+            "classed by their bytes among the top ops"
         )
-    above = sum(1 for p in roofline.points if p.roof_fraction > 1.05)
-    if above:
+    cached = sum(1 for p in roofline.points if p.cls == "cache_resident")
+    if cached:
         roofline.note(
-            f"{above} ops sit above their roof: their data come from caches (small tensors beat "
-            "the DRAM bandwidth), or the measured peak is low (a busy machine; remeasure)"
+            f"{cached} ops sit above the DRAM roof, labelled cache_resident: their data come from caches "
+            "(small tensors beat the DRAM bandwidth), or the measured bandwidth is low (a busy machine; remeasure)"
         )
+    above = sum(1 for p in roofline.points if p.cls != "cache_resident" and p.roof_fraction > 1.05)
+    if above:
+        roofline.note(f"{above} ops sit above the compute roof: the measured peak is low (a busy machine; remeasure)")
     roofline.points.sort(key=lambda p: p.time_s or 0.0, reverse=True)
     return roofline
 
