@@ -142,7 +142,12 @@ def op(name: str, flops: float, nbytes: float, source: str = "none") -> OpStat:
 
 
 def test_bytes_only_ops_are_memory_traffic_classed_by_their_bytes() -> None:
-    ops = [op("aten::copy_", 0, 9e9), op("aten::fill_", 0, 1e9), op("aten::frobnicate", 0, 0)]
+    ops = [
+        op("aten::copy_", 0, 9e9),
+        op("aten::fill_", 0, 1e9),
+        op("aten::frobnicate", 0, 0),
+        op("aten::transpose", 0, 0),
+    ]
     rows = {row["name"]: row for row in op_rows(ops, TEN_GB, Thresholds(), top=10)}
     copy, fill, other = rows["aten::copy_"], rows["aten::fill_"], rows["aten::frobnicate"]
     assert copy["class"] == "memory_bound" and copy["memory_ratio"] == pytest.approx(0.9)  # 9 GB/s of 10
@@ -150,6 +155,8 @@ def test_bytes_only_ops_are_memory_traffic_classed_by_their_bytes() -> None:
     assert copy["compute_ratio"] is None and copy["flop_source"] == "none"
     assert "no FLOPs counted" in copy["reason"]
     assert other["class"] == "unknown"  # neither FLOPs nor bytes: nothing to class by
+    view = rows["aten::transpose"]  # a view: no work of its own, its time is overhead
+    assert view["class"] == "latency_bound" and "view" in view["reason"]
 
 
 def test_ops_above_the_dram_roof_are_cache_resident() -> None:

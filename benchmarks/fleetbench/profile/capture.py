@@ -31,7 +31,7 @@ from torch.profiler import DeviceType, ProfilerActivity, profile, schedule
 
 from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
-from fleetbench.profile.flops import Arg, args_from_event, args_from_tree, count_call, main_dtype
+from fleetbench.profile.flops import VIEW_OPS, Arg, args_from_event, args_from_tree, count_call, main_dtype
 from fleetbench.profile.names import label
 from fleetbench.profile.roofline.analysis import OpStat
 from fleetbench.profile.workloads import Workload
@@ -39,43 +39,6 @@ from fleetbench.profile.workloads import Workload
 log = logging.getLogger(__name__)
 
 SKIPPED_OPS = ("ProfilerStep",)
-# Ops that only make a new view of their input: no tensor traffic of their own.
-VIEW_OPS = frozenset(
-    f"aten::{name}"
-    for name in (
-        "t",
-        "transpose",
-        "view",
-        "_unsafe_view",
-        "reshape",
-        "_reshape_alias",
-        "as_strided",
-        "expand",
-        "expand_as",
-        "permute",
-        "slice",
-        "select",
-        "unsqueeze",
-        "squeeze",
-        "detach",
-        "alias",
-        "resolve_conj",
-        "resolve_neg",
-        "split",
-        "split_with_sizes",
-        "chunk",
-        "narrow",
-        "unflatten",
-        "flatten",
-        "view_as",
-        "unbind",
-        "numpy_T",
-        "lift_fresh",
-        "empty",
-        "empty_like",
-        "empty_strided",
-    )
-)
 
 
 @dataclass

@@ -179,7 +179,7 @@ def flop_source_caption(rows: Iterable[dict[str, Any]]) -> str:
     for row in rows:
         by_source.setdefault(row.get("flop_source") or "none", []).append(row["short"])
     parts = [
-        f"{source if source != 'none' else 'none (classed by bytes)'}: {', '.join(by_source[source])}"
+        f"{source if source != 'none' else 'no FLOPs (classed by bytes)'}: {', '.join(by_source[source])}"
         for source in FLOP_SOURCES
         if source in by_source
     ]

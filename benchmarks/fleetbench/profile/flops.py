@@ -17,7 +17,8 @@ neg, exp, add, div = 4.
 
 Bytes (the minimum traffic): every tensor input read once, every output written once (the profiler
 gives an op's new allocations; an out= tensor is among the inputs), and an input the op updates in
-place (add_, the optimizer's parameters and moments) written back once more.
+place (add_, the optimizer's parameters and moments) written back once more. Views (VIEW_OPS) move
+no data of their own: no bytes.
 """
 
 from __future__ import annotations
@@ -55,6 +56,43 @@ PROFILER_DTYPES: Final[dict[str, str]] = {
     "c10::Float8_e5m2fnuz": "float8_e5m2fnuz",
 }
 FLOAT_DTYPES: Final = frozenset({"float32", "float64", "float16", "bfloat16"})
+# Ops that only make a new view of their input: no tensor traffic of their own.
+VIEW_OPS: Final = frozenset(
+    f"aten::{name}"
+    for name in (
+        "t",
+        "transpose",
+        "view",
+        "_unsafe_view",
+        "reshape",
+        "_reshape_alias",
+        "as_strided",
+        "expand",
+        "expand_as",
+        "permute",
+        "slice",
+        "select",
+        "unsqueeze",
+        "squeeze",
+        "detach",
+        "alias",
+        "resolve_conj",
+        "resolve_neg",
+        "split",
+        "split_with_sizes",
+        "chunk",
+        "narrow",
+        "unflatten",
+        "flatten",
+        "view_as",
+        "unbind",
+        "numpy_T",
+        "lift_fresh",
+        "empty",
+        "empty_like",
+        "empty_strided",
+    )
+)
 
 
 @dataclass(frozen=True)

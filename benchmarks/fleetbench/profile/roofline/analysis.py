@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.profile.classify import FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
-from fleetbench.profile.flops import FLOP_SOURCES
+from fleetbench.profile.classify import FIXES, FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
+from fleetbench.profile.flops import FLOP_SOURCES, VIEW_OPS
 from fleetbench.profile.names import short_name
 from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.peaks import Peaks, peaks_from_datasheet
@@ -152,6 +152,7 @@ def op_ratios(op: OpStat, peaks: Peaks) -> tuple[float | None, float | None]:
 
 
 NO_FIGURES = "no FLOP count and no tensor bytes recorded (record_shapes off, or no tensor inputs)"
+VIEW_REASON = "a view or an empty allocation: no FLOPs and no tensor traffic, its time is per-call overhead"
 NO_FIGURES_FIX = (
     "not classified without FLOPs or bytes: profile with record_shapes and with_flops; on a GPU, "
     "fleetbench ncu run classifies its kernels"
@@ -165,6 +166,8 @@ def op_verdict(op: OpStat, peaks: Peaks, thresholds: Thresholds | None = None) -
         return classify(compute, memory, thresholds, "compute", "memory")
     if op.bytes > 0:
         return classify_traffic(memory, thresholds)
+    if op.name in VIEW_OPS:
+        return Classification("latency_bound", VIEW_REASON, FIXES["latency_bound"])
     return Classification("unknown", NO_FIGURES, NO_FIGURES_FIX)
 
 
@@ -205,7 +208,7 @@ def flop_source_note(ops: list[OpStat]) -> str:
     """How many ops took their FLOPs from each source (profile.flops), for the record's notes."""
     counts = Counter(op.flop_source if op.flops > 0 else "none" for op in ops)
     parts = [f"{source} {counts[source]}" for source in FLOP_SOURCES if counts[source]]
-    return f"FLOP counts of the {len(ops)} ops by source: {', '.join(parts)} (none: classed by their bytes)"
+    return f"FLOP counts of the {len(ops)} ops by source: {', '.join(parts)} (none: classed by their bytes; views as overhead)"
 
 
 def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds | None = None) -> Roofline:
