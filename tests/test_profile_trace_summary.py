@@ -14,6 +14,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from fleetbench.errors import UserError
+from fleetbench.profile.trace.breakdown import subtract
 from fleetbench.profile.trace_summary import summarize_trace
 from testdata import get_test_data_dir
 
@@ -103,7 +104,7 @@ def test_plain_and_gzip_traces_give_the_same_summary(tmp_path: Path) -> None:
     assert plain == gz
 
 
-def test_a_cpu_only_trace_says_so(tmp_path: Path) -> None:
+def test_a_cpu_only_trace_says_so_and_breaks_the_cpu_down(tmp_path: Path) -> None:
     a = torch.randn(64, 64)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(3):
@@ -111,8 +112,12 @@ def test_a_cpu_only_trace_says_so(tmp_path: Path) -> None:
     path = tmp_path / "cpu.json"
     prof.export_chrome_trace(str(path))
     summary = summarize_trace(path)
-    assert not summary.has_device_events and summary.devices == []
+    assert not summary.has_device_events
     assert "no GPU events" in summary.note
+    (cpu,) = summary.devices
+    assert cpu.device == "cpu" and cpu.compute_s > 0 and cpu.communication_total_s == 0
+    assert cpu.comm_overlap_ratio is None
+    assert sum(cpu.shares.values()) == pytest.approx(1.0)
     assert {o.name for o in summary.top_ops} >= {"aten::mm"}
     assert next(o for o in summary.top_ops if o.name == "aten::mm").count == 3
 
@@ -178,3 +183,122 @@ def test_truncated_gzip_trace(tmp_path: Path) -> None:
     damaged.write_bytes(ALEXNET.read_bytes()[:5000])
     with pytest.raises(UserError, match="not a readable Chrome trace"):
         summarize_trace(damaged)
+
+
+TRACE_FILTER = FIXTURES / "hta" / "trace_filter"
+FSDP2_CPU = FIXTURES / "fsdp2-cpu"
+
+
+def test_window_steps_leaves_out_the_last_step_and_says_so() -> None:
+    rank0 = TRACE_FILTER / "sampled_rank-0.json.gz"
+    steps, whole = summarize_trace(rank0), summarize_trace(rank0, window="trace")
+    assert steps.window.kind == "steps" and steps.window.steps == ["ProfilerStep#551"]
+    assert steps.window.left_out == ["ProfilerStep#552"]
+    assert "ProfilerStep#552 left out" in steps.window.description
+    assert whole.window.kind == "trace" and whole.window.left_out == []
+    assert whole.window.steps == ["ProfilerStep#551", "ProfilerStep#552"]
+    assert steps.devices[0].events < whole.devices[0].events
+    assert steps.devices[0].span_s < whole.devices[0].span_s
+    # per step: the one step of the window; its device work is what it launched
+    (step,) = steps.steps
+    assert step.name == "ProfilerStep#551" and step.duration_s == pytest.approx(0.607312)
+    assert [s.name for s in whole.steps] == ["ProfilerStep#551", "ProfilerStep#552"]
+    assert step.devices[0].events <= steps.devices[0].events
+
+
+def test_window_steps_with_fewer_than_two_steps_is_the_whole_trace() -> None:
+    summary = summarize_trace(GEMM)
+    assert summary.window.kind == "steps" and summary.window.steps == [] and summary.steps == []
+    assert "the whole trace" in summary.window.description
+    assert summary.to_dict() | {"window": None} == summarize_trace(GEMM, window="trace").to_dict() | {"window": None}
+
+
+def test_unknown_window_is_a_user_error() -> None:
+    with pytest.raises(UserError, match="window 'last'"):
+        summarize_trace(GEMM, window="last")
+
+
+def test_cpu_fsdp2_ranks_count_gloo_collectives_as_communication() -> None:
+    """Our 2-rank gloo capture: FSDP2's all-gathers and reduce-scatters run on gloo's thread."""
+    for rank, trace in enumerate(sorted(FSDP2_CPU.glob("*.json.gz"))):
+        summary = summarize_trace(trace)
+        assert summary.rank == rank and summary.note.startswith("no GPU events")
+        assert summary.window.steps == ["ProfilerStep#2", "ProfilerStep#3"]
+        assert summary.window.left_out == ["ProfilerStep#4"]
+        (cpu,) = summary.devices
+        assert cpu.communication_total_s > 0.01 and cpu.compute_s > cpu.communication_s > 0
+        assert 0 < (cpu.comm_overlap_ratio or 0) < 1
+        assert cpu.memory_s == 0 and sum(cpu.shares.values()) == pytest.approx(1.0)
+        assert [s.name for s in summary.steps] == ["ProfilerStep#2", "ProfilerStep#3"]
+        for step in summary.steps:
+            (in_step,) = step.devices
+            assert in_step.communication_total_s > 0 and in_step.span_s <= step.duration_s * 1.01
+        names = {o.name for o in summary.top_ops}
+        assert "gloo:all_gather" in names
+
+
+def op(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op") -> dict[str, Any]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+def test_cpu_breakdown_time_inside_a_collective_is_communication_only(tmp_path: Path) -> None:
+    """A copy nested in gloo's collective is part of it; a collective nested in an op is not compute."""
+    events = [
+        op("gloo:all_gather", 0, 100, tid=2, cat="user_annotation"),
+        op("aten::copy_", 10, 20, tid=2),  # inside the collective, on gloo's thread
+        op("autograd::engine::evaluate_function: AddmmBackward0", 50, 100, tid=1),
+        op("c10d::_reduce_scatter_base_", 120, 20, tid=1),  # inside the backward node
+        op("FSDP::pre_forward", 0, 200, tid=1, cat="user_annotation"),  # an annotation, not work
+        op("ProfilerStep#7", 0, 200, tid=1, cat="user_annotation"),
+    ]
+    trace = tmp_path / "cpu.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    (cpu,) = summarize_trace(trace).devices
+    us = 1e-6
+    assert cpu.span_s == pytest.approx(150 * us)  # ops from 0 to 150
+    assert cpu.compute_s == pytest.approx(80 * us)  # 50..120 and 140..150
+    assert cpu.communication_total_s == pytest.approx(120 * us)  # 0..100 and 120..140
+    assert cpu.comm_compute_overlap_s == pytest.approx(50 * us)  # 50..100
+    assert cpu.idle_s == 0
+
+
+def test_hta_cpu_only_trace_of_a_gloo_rank() -> None:
+    """HTA's own CPU-only test trace: one step, gloo all-reduces on two threads."""
+    summary = summarize_trace(FIXTURES / "hta" / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
+    assert summary.rank == 34 and summary.window.steps == ["ProfilerStep#551"]
+    (cpu,) = summary.devices
+    assert cpu.communication_total_s > 0.9 * cpu.busy_s
+    assert summary.top_ops[0].name == "gloo:all_reduce"
+
+
+def test_device_events_launched_before_the_trace_are_kept_by_their_start(tmp_path: Path) -> None:
+    def kernel(ts: int, corr: int) -> dict[str, Any]:
+        return {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": ts, "dur": 10,
+                "args": {"device": 0, "stream": 7, "correlation": corr}}  # fmt: skip
+
+    def launch(ts: int, corr: int) -> dict[str, Any]:
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts,
+                "dur": 2, "args": {"correlation": corr}}  # fmt: skip
+
+    events = [
+        op("ProfilerStep#1", 100, 100, cat="user_annotation"),
+        op("ProfilerStep#2", 200, 100, cat="user_annotation"),
+        kernel(95, 1),  # launched before the trace: no runtime call for it
+        kernel(150, 2),
+        launch(120, 2),
+        kernel(250, 3),  # launched in the last step: left out
+        launch(210, 3),
+    ]
+    trace = tmp_path / "t.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    summary = summarize_trace(trace)
+    (device,) = summary.devices
+    assert device.events == 2 and device.span_s == pytest.approx(65e-6)
+    assert any("no launch in the trace" in d for d in summary.hta_differences)
+    assert summary.launch is not None and summary.launch.launches == 1
+
+
+def test_subtract_intervals() -> None:
+    assert subtract([(0, 10), (20, 30)], [(2, 4), (8, 22), (25, 26)]) == [(0, 2), (4, 8), (22, 25), (26, 30)]
+    assert subtract([(0, 10)], []) == [(0, 10)]
+    assert subtract([(0, 10)], [(-5, 15)]) == []

@@ -1,106 +1,68 @@
 """Summarise any PyTorch profiler Chrome trace (.json or .json.gz): where the device time went.
 
-Temporal breakdown per rank and device, as Holistic Trace Analysis defines it
-(hta/analyzers/breakdown_analysis.py, hta/utils/utils.py):
-  - device events are kernels, memcpys and memsets (`cat` kernel / gpu_memcpy / gpu_memset);
-    a name containing `nccl` is communication, `Memcpy`/`Memset` (or those categories) is memory,
-    anything else computation. `cuda_sync` events are waits, not work, and are left out;
-  - the span runs from the first event's start to the last event's end;
-  - idle = span minus the union of all event intervals (overlaps across streams merged);
-  - compute = union of computation intervals; HTA's non-compute time is split here into
-    communication not hidden under compute, then memory not hidden under either, so
-    compute + communication + memory + idle = span exactly.
-Also: top kernels and top CPU ops (self and inclusive time), CPU launch gaps (launch delay from the
-runtime call to the kernel start via `correlation`, HTA's host-wait idle time, kernels shorter than
-their launch call) and how busy each CPU thread is with ops. A trace without device events (a CPU
-profile) is summarised on the CPU side, and says so.
+Per rank and device, over a window of the trace (`fleetbench.profile.trace.windows`; by default
+HTA's: the ProfilerStep windows without the last step) and per ProfilerStep:
+  - the temporal breakdown as Holistic Trace Analysis defines it (compute, communication not
+    hidden by compute, memory copies not hidden by either, idle; `trace.breakdown`) and HTA's
+    communication-computation overlap;
+  - top kernels and top CPU ops (self and inclusive time);
+  - CPU launch gaps: launch delay from the runtime call to the kernel start via `correlation`,
+    HTA's host-wait idle time, kernels shorter than their launch call; how busy each CPU thread is.
+A trace without device events (a CPU profile) gets the same breakdown over its CPU threads, with
+the host side of collectives (gloo, c10d) as communication, and says so.
+
+Where this trace's figures would differ from HTA's, `hta_differences` says why (on purpose):
+HTA rounds fractional-µs timestamps inward to whole µs (a short memcpy can vanish into idle),
+counts `cuda_sync` events (host waits) as device work, and drops device events whose launch is not
+in the trace (launched before the profiler started), which ran inside the window all the same.
 """
 
 from __future__ import annotations
 
-import gzip
 import itertools
-import json
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.errors import UserError
 from fleetbench.profile.names import label, short_name
+from fleetbench.profile.trace.breakdown import (
+    DeviceBreakdown,
+    cpu_breakdown,
+    device_breakdowns,
+    kernel_type,
+    length,
+    merge,
+)
+from fleetbench.profile.trace.load import US, DeviceEvent, HostOp, TraceEvents, load_trace, read_events
+from fleetbench.profile.trace.windows import Window, choose_window, step_of
 
-US = 1e-6  # Chrome trace timestamps and durations are microseconds
-DEVICE_CATEGORIES = {
-    "kernel": "kernel",
-    "gpu_memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memcpy": "memcpy",
-    "memset": "memset",
-}
-RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
-CPU_OP_CATEGORIES = {"cpu_op", "operator"}
+__all__ = [
+    "DeviceBreakdown",
+    "LaunchStats",
+    "NameStat",
+    "StepBreakdown",
+    "ThreadBusy",
+    "TraceSummary",
+    "WindowInfo",
+    "kernel_type",
+    "length",
+    "load_trace",
+    "merge",
+    "summarize_events",
+    "summarize_trace",
+]
 
-Interval = tuple[float, float]
-
-
-def kernel_type(name: str, category: str) -> str:
-    """HTA's kernel types: communication, memory, computation."""
-    if "nccl" in name.lower():
-        return "communication"
-    if category in ("memcpy", "memset") or "Memcpy" in name or "Memset" in name:
-        return "memory"
-    return "computation"
-
-
-def merge(intervals: list[Interval]) -> list[Interval]:
-    """The union of `intervals`, as sorted, non-overlapping intervals."""
-    merged: list[Interval] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1] = (merged[-1][0], end)
-        else:
-            merged.append((start, end))
-    return merged
-
-
-def length(intervals: list[Interval]) -> float:
-    """Total length of `intervals` (merge them first when they may overlap)."""
-    return sum(end - start for start, end in intervals)
-
-
-@dataclass
-class DeviceBreakdown:
-    """HTA's temporal breakdown of one device; every time in seconds."""
-
-    rank: int
-    device: str
-    events: int
-    span_s: float
-    busy_s: float
-    compute_s: float
-    communication_s: float  # communication not overlapped by compute
-    memory_s: float  # memcpy/memset not overlapped by compute or communication
-    idle_s: float
-    communication_total_s: float
-    comm_compute_overlap_s: float
-
-    @property
-    def shares(self) -> dict[str, float]:
-        """Compute, communication, memory and idle as fractions of the span; they add up to 1."""
-        span = self.span_s or 1.0
-        return {
-            "compute": self.compute_s / span,
-            "communication": self.communication_s / span,
-            "memory": self.memory_s / span,
-            "idle": self.idle_s / span,
-        }
+CPU_ONLY_NOTE = (
+    "no GPU events in this trace (a CPU-only profile): the breakdown covers the CPU threads, "
+    "with the host side of collectives (gloo, c10d) as communication"
+)
 
 
 @dataclass
 class NameStat:
-    """Calls and time of one kernel or CPU op name, summed over the trace."""
+    """Calls and time of one kernel or CPU op name, summed over the window."""
 
     name: str
     label: str
@@ -139,6 +101,31 @@ class ThreadBusy:
 
 
 @dataclass
+class StepBreakdown:
+    """One ProfilerStep: its host duration and the breakdown of the device work it launched."""
+
+    name: str
+    number: int
+    duration_s: float
+    devices: list[DeviceBreakdown] = field(default_factory=list)
+
+
+@dataclass
+class WindowInfo:
+    """The window a summary covers (see `trace.windows`) and the steps in it and left out of it."""
+
+    kind: str = "trace"
+    description: str = ""
+    steps: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, window: Window) -> WindowInfo:
+        """The plain-data form of a window."""
+        return cls(window.kind, window.description, [s.name for s in window.steps], [s.name for s in window.left_out])
+
+
+@dataclass
 class TraceSummary:
     """Everything `summarize_trace` found in one trace; `note` says what the trace lacked, if anything."""
 
@@ -147,141 +134,123 @@ class TraceSummary:
     device_names: list[str]
     has_device_events: bool
     note: str
+    window: WindowInfo = field(default_factory=WindowInfo)
     devices: list[DeviceBreakdown] = field(default_factory=list)
+    steps: list[StepBreakdown] = field(default_factory=list)
     top_kernels: list[NameStat] = field(default_factory=list)
     top_ops: list[NameStat] = field(default_factory=list)
     launch: LaunchStats | None = None
     cpu_threads: list[ThreadBusy] = field(default_factory=list)
+    hta_differences: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, with the derived shares that `asdict` leaves out."""
         data = asdict(self)
-        for device, raw in zip(self.devices, data["devices"], strict=True):
-            raw["shares"] = device.shares
+        _add_derived(self.devices, data["devices"])
+        for step, raw in zip(self.steps, data["steps"], strict=True):
+            _add_derived(step.devices, raw["devices"])
         for thread, raw in zip(self.cpu_threads, data["cpu_threads"], strict=True):
             raw["busy_share"] = thread.busy_share
         return data
 
 
-def load_trace(path: Path) -> dict[str, Any]:
-    """The trace's JSON object (a bare event array is wrapped as `traceEvents`).
+def _add_derived(devices: list[DeviceBreakdown], raws: list[dict[str, Any]]) -> None:
+    for device, raw in zip(devices, raws, strict=True):
+        raw["shares"] = device.shares
+        raw["comm_overlap_ratio"] = device.comm_overlap_ratio
 
-    Raises UserError when the file is missing, unreadable or not a Chrome trace.
+
+def summarize_trace(path: Path, top: int = 15, window: str = "steps") -> TraceSummary:
+    """Breakdown per device and per step, the `top` kernels and CPU ops, launch gaps and thread load.
+
+    `window` is `steps` (HTA's default) or `trace`; UserError when `path` is not a readable trace.
     """
-    if not path.is_file():
-        raise UserError(f"trace {path} not found; pass a PyTorch profiler Chrome trace (.json or .json.gz)")
-    try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                data = json.load(handle)
-        else:
-            with path.open(encoding="utf-8") as handle:
-                data = json.load(handle)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(
-            f"trace {path} is not a readable Chrome trace JSON ({exc}); "
-            "expected the .json or .json.gz that torch.profiler exports"
-        ) from None
-    if isinstance(data, list):  # the JSON Array Format of the trace-event spec
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise UserError(f"trace {path} has no traceEvents list; expected a PyTorch profiler Chrome trace")
-    return data
+    return summarize_events(read_events(path), top, window)
 
 
-def _complete_events(events: list[Any]) -> list[dict[str, Any]]:
-    out = []
-    for event in events:
-        if isinstance(event, dict) and event.get("ph") == "X":
-            try:
-                float(event["ts"])
-                float(event.get("dur", 0))
-            except (KeyError, TypeError, ValueError):
-                continue
-            out.append(event)
-    return out
-
-
-def _args(event: dict[str, Any]) -> dict[str, Any]:
-    args = event.get("args")
-    return args if isinstance(args, dict) else {}
-
-
-def summarize_trace(path: Path, top: int = 15) -> TraceSummary:
-    """Breakdown per device, the `top` kernels and CPU ops, launch gaps and thread load of one trace."""
-    data = load_trace(path)
-    events = _complete_events(data["traceEvents"])
-    info = data.get("distributedInfo")
-    rank = int(info.get("rank", 0)) if isinstance(info, dict) else 0
-    props = data.get("deviceProperties")
-    device_names = [str(p.get("name")) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
-
-    device_events = [e for e in events if str(e.get("cat", "")).lower() in DEVICE_CATEGORIES]
-    cpu_ops = [e for e in events if str(e.get("cat", "")).lower() in CPU_OP_CATEGORIES]
+def summarize_events(events: TraceEvents, top: int = 15, window: str = "steps") -> TraceSummary:
+    """`summarize_trace` of a trace already read."""
+    chosen = choose_window(events.steps, window)
+    device = [e for e in events.device if chosen.holds_device(e)]
+    ops = [op for op in events.cpu_ops if chosen.holds(op.start)]
     summary = TraceSummary(
-        path=str(path),
-        rank=rank,
-        device_names=device_names,
-        has_device_events=bool(device_events),
-        note=""
-        if device_events
-        else "no GPU events in this trace (a CPU-only profile): no device time breakdown; CPU ops below",
+        path=str(events.path),
+        rank=events.rank,
+        device_names=events.device_names,
+        has_device_events=bool(events.device),
+        note="",
+        window=WindowInfo.of(chosen),
     )
-    if device_events:
-        summary.devices = _breakdowns(device_events, rank)
-        summary.top_kernels = _top_kernels(device_events, summary.devices, top)
-        summary.launch = _launch_stats(device_events, events)
-    summary.top_ops = _top_ops(cpu_ops, top)
-    summary.cpu_threads = _thread_busy(cpu_ops)
-    if not device_events and not cpu_ops:
-        summary.note = "no GPU events and no CPU ops in this trace: nothing to summarise"
+    if device:
+        summary.devices = device_breakdowns(events.rank, device)
+        summary.top_kernels = _top_kernels(device, summary.devices, top)
+        summary.launch = _launch_stats(device)
+        summary.hta_differences = _hta_differences(events, device, chosen)
+    else:
+        summary.note = CPU_ONLY_NOTE if ops else "no GPU events and no CPU ops in this trace: nothing to summarise"
+        cpu = cpu_breakdown(events.rank, ops)
+        summary.devices = [cpu] if cpu is not None else []
+    summary.steps = _step_breakdowns(events.rank, chosen, device, ops)
+    summary.top_ops = _top_ops(ops, top)
+    summary.cpu_threads = _thread_busy(ops)
     return summary
 
 
-def _device_of(event: dict[str, Any]) -> str:
-    args = _args(event)
-    return str(args.get("device", event.get("pid", "?")))
-
-
-def _breakdowns(device_events: list[dict[str, Any]], rank: int) -> list[DeviceBreakdown]:
-    by_device: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for event in device_events:
-        by_device[_device_of(event)].append(event)
+def _step_breakdowns(rank: int, window: Window, device: list[DeviceEvent], ops: list[HostOp]) -> list[StepBreakdown]:
+    """Per step of the window, the breakdown of the device events it launched (CPU ops it ran, on CPU)."""
+    if not window.steps:
+        return []
+    starts = [s.start for s in window.steps]
+    by_step_device: dict[str, list[DeviceEvent]] = defaultdict(list)
+    by_step_ops: dict[str, list[HostOp]] = defaultdict(list)
+    for e in device:
+        step = step_of(window.steps, starts, e.start if e.launch is None else e.launch)
+        if step is not None:
+            by_step_device[step.name].append(e)
+    if not device:
+        for op in ops:
+            step = step_of(window.steps, starts, op.start)
+            if step is not None:
+                by_step_ops[step.name].append(op)
     out = []
-    for device, evs in sorted(by_device.items()):
-        kinds: dict[str, list[Interval]] = defaultdict(list)
-        for e in evs:
-            start = float(e["ts"])
-            interval = (start, start + float(e.get("dur", 0)))
-            kinds[kernel_type(str(e.get("name", "")), DEVICE_CATEGORIES[str(e["cat"]).lower()])].append(interval)
-        every = merge([i for ints in kinds.values() for i in ints])
-        span = every[-1][1] - every[0][0]
-        busy = length(every)
-        compute = length(merge(kinds["computation"]))
-        comm_total = length(merge(kinds["communication"]))
-        comm_or_compute = length(merge(kinds["computation"] + kinds["communication"]))
+    for step in window.steps:
+        row = StepBreakdown(step.name, step.number, (step.end - step.start) * US)
+        if device:
+            row.devices = device_breakdowns(rank, by_step_device[step.name])
+        else:
+            cpu = cpu_breakdown(rank, by_step_ops[step.name])
+            row.devices = [cpu] if cpu is not None else []
+        out.append(row)
+    return out
+
+
+def _hta_differences(events: TraceEvents, device: list[DeviceEvent], window: Window) -> list[str]:
+    """Where HTA's figures for this trace would differ from ours, and why."""
+    out = []
+    fractional = sum(1 for e in device if e.start % 1 or e.end % 1)
+    if fractional:
         out.append(
-            DeviceBreakdown(
-                rank=rank,
-                device=device,
-                events=len(evs),
-                span_s=span * US,
-                busy_s=busy * US,
-                compute_s=compute * US,
-                communication_s=(comm_or_compute - compute) * US,
-                memory_s=(busy - comm_or_compute) * US,
-                idle_s=(span - busy) * US,
-                communication_total_s=comm_total * US,
-                comm_compute_overlap_s=(compute + comm_total - comm_or_compute) * US,
-            )
+            f"{fractional} device events have fractional-µs times: HTA rounds each inward to whole µs "
+            "(start up, end down), turning busy time into idle; kept exact here"
+        )
+    if events.syncs:
+        out.append(
+            f"{events.syncs} cuda_sync events (host waits recorded on the device timeline) left out of device "
+            "time; HTA counts those on a stream as device work"
+        )
+    unlaunched = sum(1 for e in device if e.launch is None)
+    if unlaunched and window.cut is not None:
+        out.append(
+            f"{unlaunched} device events have no launch in the trace (launched before it started): kept here "
+            "by their start; HTA's step window drops them"
         )
     return out
 
 
-def _top_kernels(device_events: list[dict[str, Any]], devices: list[DeviceBreakdown], top: int) -> list[NameStat]:
+def _top_kernels(device: list[DeviceEvent], devices: list[DeviceBreakdown], top: int) -> list[NameStat]:
     totals: dict[str, list[float]] = defaultdict(list)
-    for e in device_events:
-        totals[str(e.get("name", ""))].append(float(e.get("dur", 0)) * US)
+    for e in device:
+        totals[e.name].append((e.end - e.start) * US)
     busy = sum(d.busy_s for d in devices) or 1.0
     stats = [
         NameStat(
@@ -297,35 +266,32 @@ def _top_kernels(device_events: list[dict[str, Any]], devices: list[DeviceBreakd
     return sorted(stats, key=lambda s: s.total_s, reverse=True)[:top]
 
 
-def _self_times(cpu_ops: list[dict[str, Any]]) -> list[tuple[dict[str, Any], float]]:
+def _self_times(cpu_ops: list[HostOp]) -> list[tuple[HostOp, float]]:
     """Each op with its self time: its duration minus that of the ops nested directly in it."""
-    by_thread: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for e in cpu_ops:
-        by_thread[(str(e.get("pid")), str(e.get("tid")))].append(e)
-    out: list[tuple[dict[str, Any], float]] = []
-    for evs in by_thread.values():
-        evs.sort(key=lambda e: (float(e["ts"]), -float(e.get("dur", 0))))
-        stack: list[list[Any]] = []  # [event, end, children time]
-        for e in evs:
-            start, dur = float(e["ts"]), float(e.get("dur", 0))
-            while stack and stack[-1][1] <= start:
+    by_thread: dict[tuple[str, str], list[HostOp]] = defaultdict(list)
+    for op in cpu_ops:
+        by_thread[op.thread].append(op)
+    out: list[tuple[HostOp, float]] = []
+    for ops in by_thread.values():
+        ops.sort(key=lambda op: (op.start, -op.end))
+        stack: list[list[Any]] = []  # [op, children time]
+        for op in ops:
+            while stack and stack[-1][0].end <= op.start:
                 done = stack.pop()
-                out.append((done[0], float(done[0].get("dur", 0)) - done[2]))
+                out.append((done[0], done[0].end - done[0].start - done[1]))
             if stack:
-                stack[-1][2] += dur
-            stack.append([e, start + dur, 0.0])
-        while stack:
-            done = stack.pop()
-            out.append((done[0], float(done[0].get("dur", 0)) - done[2]))
+                stack[-1][1] += op.end - op.start
+            stack.append([op, 0.0])
+        out.extend((done, done.end - done.start - children) for done, children in reversed(stack))
     return out
 
 
-def _top_ops(cpu_ops: list[dict[str, Any]], top: int) -> list[NameStat]:
+def _top_ops(cpu_ops: list[HostOp], top: int) -> list[NameStat]:
     totals: dict[str, list[float]] = defaultdict(lambda: [0, 0.0, 0.0])
-    for event, self_us in _self_times(cpu_ops):
-        row = totals[str(event.get("name", ""))]
+    for op, self_us in _self_times(cpu_ops):
+        row = totals[op.name]
         row[0] += 1
-        row[1] += float(event.get("dur", 0)) * US
+        row[1] += (op.end - op.start) * US
         row[2] += max(self_us, 0.0) * US
     all_self = sum(row[2] for row in totals.values()) or 1.0
     stats = [
@@ -343,49 +309,35 @@ def _top_ops(cpu_ops: list[dict[str, Any]], top: int) -> list[NameStat]:
     return sorted(stats, key=lambda s: s.self_s or 0.0, reverse=True)[:top]
 
 
-def _launch_stats(device_events: list[dict[str, Any]], events: list[dict[str, Any]]) -> LaunchStats | None:
-    runtime = {}
-    for e in events:
-        if str(e.get("cat", "")).lower() in RUNTIME_CATEGORIES and "correlation" in _args(e):
-            runtime[_args(e)["correlation"]] = e
-    delays: list[float] = []
-    short = 0
-    host_wait = 0.0
-    by_stream: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for e in device_events:
-        by_stream[(_device_of(e), str(_args(e).get("stream", e.get("tid"))))].append(e)
-        call = runtime.get(_args(e).get("correlation"))
-        if call is None:
-            continue
-        delays.append((float(e["ts"]) - float(call["ts"])) * US)
-        if str(e["cat"]).lower() == "kernel" and float(e.get("dur", 0)) < float(call.get("dur", 0)):
-            short += 1
-    if not delays:
+def _launch_stats(device: list[DeviceEvent]) -> LaunchStats | None:
+    launched = [e for e in device if e.launch is not None]
+    if not launched:
         return None
+    delays = sorted((e.start - e.launch) * US for e in launched if e.launch is not None)
+    short = sum(1 for e in launched if e.category == "kernel" and e.end - e.start < e.launch_dur)
+    by_stream: dict[tuple[str, str], list[DeviceEvent]] = defaultdict(list)
+    for e in device:
+        by_stream[(e.device, e.stream)].append(e)
+    host_wait = 0.0
     for evs in by_stream.values():
-        evs.sort(key=lambda e: float(e["ts"]))
+        evs.sort(key=lambda e: e.start)
         for prev, cur in itertools.pairwise(evs):
-            prev_end = float(prev["ts"]) + float(prev.get("dur", 0))
-            call = runtime.get(_args(cur).get("correlation"))
-            if call is not None and float(call["ts"]) > prev_end and float(cur["ts"]) > prev_end:
-                host_wait += (float(cur["ts"]) - prev_end) * US
-    ordered = sorted(delays)
-    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+            if cur.launch is not None and cur.launch > prev.end and cur.start > prev.end:
+                host_wait += (cur.start - prev.end) * US
     return LaunchStats(
         launches=len(delays),
-        delay_median_s=statistics.median(ordered),
-        delay_p90_s=p90,
-        delay_max_s=ordered[-1],
+        delay_median_s=statistics.median(delays),
+        delay_p90_s=delays[min(len(delays) - 1, int(0.9 * len(delays)))],
+        delay_max_s=delays[-1],
         host_wait_s=host_wait,
         short_kernels=short,
     )
 
 
-def _thread_busy(cpu_ops: list[dict[str, Any]]) -> list[ThreadBusy]:
-    by_thread: dict[tuple[str, str], list[Interval]] = defaultdict(list)
-    for e in cpu_ops:
-        start = float(e["ts"])
-        by_thread[(str(e.get("pid")), str(e.get("tid")))].append((start, start + float(e.get("dur", 0))))
+def _thread_busy(cpu_ops: list[HostOp]) -> list[ThreadBusy]:
+    by_thread: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for op in cpu_ops:
+        by_thread[op.thread].append((op.start, op.end))
     out = []
     for (pid, tid), intervals in by_thread.items():
         merged = merge(intervals)

@@ -1,0 +1,10 @@
+"""Reading PyTorch profiler Chrome traces and what the trace summary computes from them.
+
+Modules:
+  load       find trace files (one, several, a folder of rank traces), read them, sort their events
+  windows    the window a summary covers: ProfilerStep windows as HTA takes them, or the whole trace
+  breakdown  the temporal breakdown of one device or one CPU rank (HTA's definitions)
+  ranks      across ranks: the straggler and the per-rank stacked-bar PNG
+  render     the tables `fleetbench trace summarize` prints (rich or Markdown)
+The per-trace summary itself is `fleetbench.profile.trace_summary`.
+"""

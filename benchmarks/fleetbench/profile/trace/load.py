@@ -1,0 +1,260 @@
+"""Find and read PyTorch profiler Chrome traces; sort their events into what the summary uses.
+
+A trace is the `.json` or `.json.gz` that torch.profiler exports (`export_chrome_trace`, or
+`tensorboard_trace_handler`, which names each rank's file `<worker>.<time>.pt.trace.json[.gz]`).
+Holistic Trace Analysis reads a folder of them, one per rank, and takes each file's rank from its
+`distributedInfo`; `find_traces` takes a folder the same way, keeping only files whose names say
+they are traces (`*.pt.trace.json[.gz]`, or a `rank-<N>` / `rank_<N>` / `rankN` part), so the
+summaries and charts a run writes beside its trace are not mistaken for one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetbench.errors import UserError
+
+US = 1e-6  # Chrome trace timestamps and durations are microseconds
+DEVICE_CATEGORIES = {
+    "kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "memcpy": "memcpy",
+    "memset": "memset",
+}
+RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+CPU_OP_CATEGORIES = {"cpu_op", "operator"}
+SYNC_CATEGORIES = {"cuda_sync"}  # host waits the CUPTI records on the device's timeline
+ANNOTATION_CATEGORIES = {"user_annotation"}
+HOST_CATEGORIES = CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
+STEP_PATTERN = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+# The CPU side of a collective: gloo's and NCCL's record functions, c10d's ops (their wait
+# included), the functional collectives, and the profiler's wrapper of all of them.
+COLLECTIVE_PATTERN = re.compile(r"^(gloo:|nccl:|c10d::|_?c10d_functional::|record_param_comms)")
+RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)", re.IGNORECASE)
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+
+def is_collective(name: str) -> bool:
+    """Whether a CPU op or annotation of this name is (the host side of) a collective."""
+    return COLLECTIVE_PATTERN.match(name) is not None
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    """The trace's JSON object (a bare event array is wrapped as `traceEvents`).
+
+    Raises UserError when the file is missing, unreadable or not a Chrome trace.
+    """
+    if not path.is_file():
+        raise UserError(f"trace {path} not found; pass a PyTorch profiler Chrome trace (.json or .json.gz)")
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                data = json.load(handle)
+        else:
+            with path.open(encoding="utf-8") as handle:
+                data = json.load(handle)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(
+            f"trace {path} is not a readable Chrome trace JSON ({exc}); "
+            "expected the .json or .json.gz that torch.profiler exports"
+        ) from None
+    if isinstance(data, list):  # the JSON Array Format of the trace-event spec
+        data = {"traceEvents": data}
+    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
+        raise UserError(f"trace {path} has no traceEvents list; expected a PyTorch profiler Chrome trace")
+    return data
+
+
+def _looks_like_trace(path: Path) -> bool:
+    name = path.name
+    if not name.endswith(TRACE_SUFFIXES):
+        return False
+    return ".pt.trace.json" in name or RANK_IN_NAME.search(name) is not None
+
+
+def find_traces(paths: Sequence[Path]) -> list[Path]:
+    """The trace files `paths` name: files as given, folders expanded to their rank traces (sorted).
+
+    Raises UserError for a path that does not exist and for a folder without a trace in it.
+    """
+    if not paths:
+        raise UserError("give a trace file (.json or .json.gz), several, or a folder of rank traces")
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            traces = sorted(p for p in path.iterdir() if p.is_file() and _looks_like_trace(p))
+            if not traces:
+                raise UserError(f"no traces in folder {path}: looked for rank-<N>.*.json[.gz] and *.pt.trace.json[.gz]")
+            found.extend(traces)
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise UserError(f"trace {path} not found; pass a PyTorch profiler Chrome trace (.json or .json.gz)")
+    return found
+
+
+@dataclass(slots=True)
+class DeviceEvent:
+    """A kernel, memcpy or memset on the device; times in microseconds."""
+
+    start: float
+    end: float
+    device: str
+    stream: str
+    category: str  # kernel, memcpy or memset
+    name: str
+    launch: float | None  # start of the runtime call that launched it; None: not in the trace
+    launch_dur: float  # duration of that call (0 without one)
+
+
+@dataclass(slots=True)
+class HostOp:
+    """A CPU op, or the annotation of a collective, on one host thread; times in microseconds."""
+
+    start: float
+    end: float
+    thread: tuple[str, str]  # (pid, tid)
+    name: str
+
+
+@dataclass
+class Step:
+    """One `ProfilerStep#N` annotation on the host; times in microseconds."""
+
+    name: str
+    number: int
+    start: float
+    end: float
+
+
+@dataclass
+class TraceEvents:
+    """One trace's complete events, sorted by what they are."""
+
+    path: Path
+    rank: int
+    device_names: list[str]
+    device: list[DeviceEvent] = field(default_factory=list)
+    cpu_ops: list[HostOp] = field(default_factory=list)  # ops and the collectives' annotations
+    syncs: int = 0  # cuda_sync events, left out of device time
+    steps: list[Step] = field(default_factory=list)
+
+
+def _args(event: dict[str, Any]) -> dict[str, Any]:
+    args = event.get("args")
+    return args if isinstance(args, dict) else {}
+
+
+def _rank(data: dict[str, Any], path: Path) -> int:
+    info = data.get("distributedInfo")
+    if isinstance(info, dict) and isinstance(info.get("rank"), int):
+        return int(info["rank"])
+    match = RANK_IN_NAME.search(path.name)
+    return int(match.group(1)) if match else 0
+
+
+def _number(value: Any) -> bool:
+    # exact types on purpose: bool is an int, and a flag is no time
+    return type(value) is float or type(value) is int
+
+
+def _times(event: Any) -> tuple[float, float] | None:
+    """Start and end of a complete (`ph: X`) event with numeric times; None for any other event."""
+    if not isinstance(event, dict) or event.get("ph") != "X":
+        return None
+    start: Any = event.get("ts")
+    dur: Any = event.get("dur", 0)
+    if not (_number(start) and _number(dur)):
+        try:  # a time written as a string still counts; anything else is skipped
+            start, dur = float(start), float(dur)
+        except (TypeError, ValueError):
+            return None
+    # ints stay ints: whole-µs traces keep exact arithmetic, and it is quicker
+    return start, start + dur
+
+
+class _HostFiler:
+    """Files host events: ProfilerSteps, ops, collectives' annotations; other annotations are not work.
+
+    Names and threads repeat thousands of times in a trace, so what is decided about one is kept.
+    """
+
+    def __init__(self, out: TraceEvents) -> None:
+        self.out = out
+        self.kinds: dict[tuple[str, str], str] = {}  # (category, name) -> step, op or skip
+        self.threads: dict[tuple[Any, Any], tuple[str, str]] = {}
+
+    def file(self, event: dict[str, Any], category: str, times: tuple[float, float]) -> None:
+        name = str(event.get("name", ""))
+        kind = self.kinds.get((category, name))
+        if kind is None:
+            kind = self.kinds[(category, name)] = self._kind(category, name)
+        if kind == "op":
+            key = (event.get("pid"), event.get("tid"))
+            thread = self.threads.get(key)
+            if thread is None:
+                thread = self.threads[key] = (str(key[0]), str(key[1]))
+            self.out.cpu_ops.append(HostOp(times[0], times[1], thread, name))
+        elif kind == "step":
+            step = STEP_PATTERN.fullmatch(name)
+            assert step is not None
+            self.out.steps.append(Step(name, int(step.group(1)), *times))
+
+    @staticmethod
+    def _kind(category: str, name: str) -> str:
+        if STEP_PATTERN.fullmatch(name) is not None:
+            return "step"
+        return "op" if category in CPU_OP_CATEGORIES or is_collective(name) else "skip"
+
+
+def read_events(path: Path) -> TraceEvents:
+    """Read one trace and sort its complete (`ph: X`) events; UserError when it is not a trace."""
+    data = load_trace(path)
+    props = data.get("deviceProperties")
+    names = [str(p.get("name")) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    out = TraceEvents(path=path, rank=_rank(data, path), device_names=names)
+    host = _HostFiler(out)
+    launches: dict[Any, tuple[float, float]] = {}
+    device_raw: list[tuple[dict[str, Any], str, float, float]] = []
+    lower: dict[Any, str] = {}
+    for event in data["traceEvents"]:
+        times = _times(event)
+        if times is None:
+            continue
+        raw = event.get("cat", "")
+        category = lower.get(raw) or lower.setdefault(raw, str(raw).lower())
+        if category in DEVICE_CATEGORIES:
+            device_raw.append((event, category, *times))
+        elif category in RUNTIME_CATEGORIES:
+            correlation = _args(event).get("correlation")
+            call = (times[0], times[1] - times[0])
+            if correlation is not None and call <= launches.get(correlation, call):
+                launches[correlation] = call  # the earliest call of a correlation id launched it
+        elif category in SYNC_CATEGORIES:
+            out.syncs += 1
+        elif category in HOST_CATEGORIES:
+            host.file(event, category, times)
+    out.steps.sort(key=lambda s: s.start)
+    for event, category, start, end in device_raw:
+        args = _args(event)
+        launch = launches.get(args.get("correlation"))
+        out.device.append(
+            DeviceEvent(
+                start=start,
+                end=end,
+                device=str(args.get("device", event.get("pid", "?"))),
+                stream=str(args.get("stream", event.get("tid"))),
+                category=DEVICE_CATEGORIES[category],
+                name=str(event.get("name", "")),
+                launch=None if launch is None else launch[0],
+                launch_dur=0.0 if launch is None else launch[1],
+            )
+        )
+    return out
