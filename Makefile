@@ -60,15 +60,16 @@ STEPS ?=
 CONFIG ?=
 MAX_RESTARTS ?=
 TRAIN_ARGS ?=
+PROFILE ?=  # 1: torch.profiler traces of steps 3..5 on every rank (A:B: those steps)
 train_launch = $(if $(NNODES),--nnodes $(NNODES)) $(if $(NODE_RANK),--node-rank $(NODE_RANK)) \
   $(if $(RDZV_ENDPOINT),--rdzv-endpoint $(RDZV_ENDPOINT)) $(if $(STEPS),--steps $(STEPS)) \
   $(if $(CONFIG),--config $(CONFIG)) $(if $(MAX_RESTARTS),--max-restarts $(MAX_RESTARTS)) $(TRAIN_ARGS)
 
-train: setup ## FSDP2 on the CPU: 2 gloo ranks, tiny preset (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET STEPS CONFIG)
-	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) --preset $(or $(PRESET),tiny) $(train_launch)
+train: setup ## FSDP2 on the CPU: 2 gloo ranks, tiny preset (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET STEPS CONFIG PROFILE)
+	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) --preset $(or $(PRESET),tiny) $(train_launch) $(if $(filter 1,$(PROFILE)),--profile-steps 3:5,$(if $(filter-out 0,$(PROFILE)),--profile-steps $(PROFILE)))
 
 train-4gpu: setup ## FSDP2 on 4 GPUs (NCCL, bf16), the reference `seed` preset; same knobs as train
-	@$(FB) train --results-dir $(RESULTS) --device cuda --nproc $(or $(NPROC),4) --preset $(or $(PRESET),seed) $(train_launch)
+	@$(FB) train --results-dir $(RESULTS) --device cuda --nproc $(or $(NPROC),4) --preset $(or $(PRESET),seed) $(train_launch) $(if $(filter 1,$(PROFILE)),--profile-steps 3:5,$(if $(filter-out 0,$(PROFILE)),--profile-steps $(PROFILE)))
 
 probe: setup ## time matmul and copy on this device (achieved FLOP/s and bytes/s)
 	@$(FB) probe --results-dir $(RESULTS)

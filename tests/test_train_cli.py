@@ -46,6 +46,19 @@ def fail_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], stat
         ),
         (["--nproc", "2", "--set", "train.hsdp=true", "--set", "train.hsdp_shard_size=3"], "hsdp_shard_size=3"),
         (["--set", "train.unknown=1"], "train.unknown: unknown key; accepted:"),
+        (["--profile-steps", "3-5"], "--profile-steps: train.profile_steps: Value error, expected A:B, the first"),
+        (["--profile-steps", "0:2"], "with 1 <= A <= B <= train.steps (e.g. 3:5) (got '0:2')"),
+        (["--profile-steps", "5:3"], "with 1 <= A <= B <= train.steps (e.g. 3:5) (got '5:3')"),
+        (
+            ["--steps", "6", "--profile-steps", "5:7"],
+            "train.profile_steps=5:7 goes past the run's last step, train.steps=6",
+        ),
+        (["--set", "train.profile_steps=3:5"], "quote it ('3:5') or write a list ([3, 5]) (got 185)"),
+        (
+            ["--device", "cpu", "--profile-steps", "1:2", "--set", "train.profile_memory_snapshot=true"],
+            "train.profile_memory_snapshot=true needs CUDA",
+        ),
+        (["--set", "train.profile_memory_snapshot=true"], "needs train.profile_steps=A:B"),
     ],
 )
 def test_bad_input_is_one_line(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -17,6 +19,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from fleetbench.config.loader import load_config
 from fleetbench.config.train import PRESETS, TrainConfig
+from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
 from fleetbench.telemetry.catalogue import CATALOGUE, naming_problems
 from fleetbench.train.checkpoint import complete_checkpoints, find_resumable_run
@@ -25,8 +28,10 @@ from fleetbench.train.decoder import Decoder, init_weights, param_counts
 from fleetbench.train.flops import BF16_PEAK_FLOPS, Peak, flops_per_token, mfu, resolve_peak, table_peak
 from fleetbench.train.history import HistoryWriter, StepRow, read_history
 from fleetbench.train.launch import failure_from_ranks
+from fleetbench.train.loop import Interval, Totals
 from fleetbench.train.memory import MemoryKnobs, is_out_of_memory, out_of_memory_message
-from fleetbench.train.plan import ModelShape, resolve_plan
+from fleetbench.train.plan import ModelShape, check_launch, check_profile_device, resolve_plan
+from fleetbench.train.profiling import PROFILE_DIR, ProfileWindow, StepProfiler, trace_name
 
 SMALL = ModelShape(dim=64, layers=2, heads=4, ffn_dim=256, vocab_size=128)
 
@@ -328,3 +333,113 @@ def test_resume_finds_the_run_with_the_newest_checkpoint(tmp_path: Path) -> None
     assert [s for s, _ in complete_checkpoints(tmp_path / "old" / "checkpoints")] == [9]
     with pytest.raises(UserError, match="no run under"):
         find_resumable_run(tmp_path / "partial")
+
+
+# --- profiling inside the trainer -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("'3:5'", (3, 5)), ("' 1 : 1 '", (1, 1)), ("[2, 4]", (2, 4)), ("null", None)],
+)
+def test_profile_steps_are_read_as_a_pair(value: str, expected: tuple[int, int] | None) -> None:
+    assert load_config(None, [f"train.profile_steps={value}"]).train.profile_steps == expected
+    assert TrainConfig(profile_steps="3:5").profile_steps == (3, 5)  # the string --profile-steps passes
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("3:5", "unquoted A:B reads as a base-60 number: quote it ('3:5') or write a list ([3, 5]) (got 185)"),
+        ("'3-5'", "expected A:B, the first and last step to profile, with 1 <= A <= B <= train.steps (e.g. 3:5) (got '3-5')"),
+        ("'0:2'", "expected A:B"),
+        ("'5:3'", "expected A:B"),
+        ("[1, 2, 3]", "train.profile_steps: Tuple should have at most 2 items"),
+        ("true", "expected A:B"),
+    ],
+)  # fmt: skip
+def test_profile_steps_in_other_forms_are_refused(value: str, expected: str) -> None:
+    with pytest.raises(UserError) as caught:
+        load_config(None, [f"train.profile_steps={value}"])
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"steps": 6, "profile_steps": (5, 7)}, "train.profile_steps=5:7 goes past the run's last step, train.steps=6"),
+        ({"profile_memory_snapshot": True}, "needs train.profile_steps=A:B"),
+    ],
+)
+def test_launch_checks_the_profile_window(fields: dict[str, object], expected: str) -> None:
+    cfg = TrainConfig(**fields)
+    with pytest.raises(UserError, match=re.escape(expected)):
+        check_launch(cfg, resolve_plan(cfg, world_size=2))
+    check_launch(TrainConfig(steps=6, profile_steps=(6, 6)), resolve_plan(TrainConfig(steps=6), world_size=2))
+
+
+def test_memory_snapshot_needs_cuda() -> None:
+    cfg = TrainConfig(profile_steps=(3, 5), profile_memory_snapshot=True)
+    with pytest.raises(UserError, match=r"profile_memory_snapshot=true needs CUDA .*accepted on the CPU: false"):
+        check_profile_device(cfg, cuda=False)
+    check_profile_device(cfg, cuda=True)
+
+
+def test_profile_window_of_a_resumed_run() -> None:
+    assert ProfileWindow.for_run(None, 0) is None
+    assert ProfileWindow.for_run((3, 5), 0) == ProfileWindow(3, 5)
+    assert ProfileWindow.for_run((3, 5), 3) == ProfileWindow(4, 5)  # steps 1..3 were done before
+    assert ProfileWindow.for_run((3, 5), 5) is None
+    window = ProfileWindow(3, 5)
+    assert window.excluded == (2, 5)  # step 2 runs with the profiler warming up
+    assert [step for step in range(1, 8) if window.slows(step)] == [2, 3, 4, 5]
+    assert ProfileWindow(1, 1).excluded == (1, 1)  # warmed up before step 1
+
+
+def test_profiled_steps_are_left_out_of_the_steady_figures() -> None:
+    """Log every 2 steps; steps 3..4 profiled: the first interval is warm-up, step 3 and 4 are left out."""
+    times = [9.0, 8.0, 5.0, 5.0, 1.0, 2.0, 1.5, 1.0]
+    totals = Totals()
+    window = ProfileWindow(4, 4)  # warm-up step 3, recorded step 4
+    row = StepRow(0, 1.0, 1.0, 0.1, 0.01, 100.0, 50.0, 0.001, None, 1, 1e-3, 0)
+    for start in range(0, len(times), 2):
+        interval = Interval()
+        for step in (start + 1, start + 2):
+            interval.add(times[step - 1], 0.0, window.slows(step))
+        totals.close_interval(interval, row, 0.0)
+    assert totals.steady_step_times_s == [1.0, 2.0, 1.5, 1.0]
+    assert (totals.steady_steps, totals.steady_wall_s, totals.excluded_steps) == (4, 5.5, 2)
+    assert (totals.steps, totals.wall_s) == (8, sum(times))
+
+
+def test_step_profiler_numbers_steps_like_the_trainer(tmp_path: Path) -> None:
+    """A run resumed after step 2 profiles 3..4: ProfilerStep#3 and #4, one rank's files under profile/."""
+    device = DeviceInfo(torch.device("cpu"), "cpu", "cpu")
+    window = ProfileWindow.for_run((3, 4), start_step=2)
+    weights = torch.randn(64, 64)
+    with StepProfiler(window, tmp_path, 5, device, memory_snapshot=False, start_step=2) as profiler:
+        for steps_done in range(3, 7):
+            (weights @ weights).sum()
+            profiler.step_done(steps_done)
+    folder = tmp_path / PROFILE_DIR
+    trace = folder / trace_name(5, 3, 4)
+    assert trace.name == "rank-5.steps-3-4.pt.trace.json.gz"
+    assert profiler.files == [trace, folder / "rank-5.key_averages.txt"]
+    events = json.loads(gzip.decompress(trace.read_bytes()))["traceEvents"]
+    steps = sorted({e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")})
+    assert steps == ["ProfilerStep#3", "ProfilerStep#4"]
+    assert sum(e.get("name") == "aten::mm" for e in events) == 2
+    assert "aten::mm" in (folder / "rank-5.key_averages.txt").read_text()
+    summary = profiler.summary(True, tmp_path)
+    assert summary["profiled_steps"] == [3, 4] and summary["excluded_steps"] == [2, 4]
+    assert summary["profile_files"] == ["profile/rank-5.steps-3-4.pt.trace.json.gz", "profile/rank-5.key_averages.txt"]
+
+
+def test_without_a_window_the_profiler_does_nothing(tmp_path: Path) -> None:
+    device = DeviceInfo(torch.device("cpu"), "cpu", "cpu")
+    with StepProfiler(None, tmp_path, 0, device, memory_snapshot=False, start_step=0) as profiler:
+        profiler.step_done(1)
+    assert not profiler.slows(1) and not (tmp_path / PROFILE_DIR).exists()
+    assert profiler.summary(False, tmp_path) == {
+        "profiled_steps": None,
+        "excluded_steps": None,
+        "excluded_from_throughput": False,
+    }

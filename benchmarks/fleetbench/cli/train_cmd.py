@@ -3,6 +3,7 @@
 fleetbench train --nproc 2                          # this node, 2 ranks (gloo on CPU, NCCL on GPUs)
 fleetbench train --preset seed --nproc 4            # the reference workload on 4 GPUs
 fleetbench train --nnodes 2 --node-rank 1 --rdzv-endpoint node0:29400
+fleetbench train --profile-steps 3:5               # torch.profiler trace of steps 3..5 on every rank
 torchrun --nproc-per-node 2 -m fleetbench train     # torchrun directly: each process is one rank
 """
 
@@ -34,6 +35,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="continue from the newest checkpoint (of --run-id, else of the newest run)",
     )
+    group.add_argument(
+        "--profile-steps",
+        metavar="A:B",
+        help="trace steps A..B with torch.profiler on every rank into <run>/profile/ (left out of tok/s and MFU)",
+    )
     launch = parser.add_argument_group("launch (torchrun, c10d rendezvous)")
     launch.add_argument("--nproc", type=int, metavar="N", help="ranks on this node (default: GPUs, or 2 on CPU)")
     launch.add_argument("--nnodes", type=int, metavar="N", help="nodes in the job (default: 1)")
@@ -64,6 +70,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         "train.steps": (args.steps, "--steps"),
         "train.device": (args.device, "--device"),
         "train.resume": (args.resume, "--resume"),
+        "train.profile_steps": (args.profile_steps, "--profile-steps"),
         "train.nproc": (args.nproc, "--nproc"),
         "train.nnodes": (args.nnodes, "--nnodes"),
         "train.node_rank": (args.node_rank, "--node-rank"),

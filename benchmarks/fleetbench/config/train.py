@@ -19,7 +19,17 @@ from pydantic import Field, field_validator
 
 from fleetbench.config.strict import StrictModel
 
-__all__ = ["ENDPOINT_PATTERN", "PRESETS", "TEXT_VOCAB", "DataKind", "Preset", "PresetName", "TrainConfig"]
+__all__ = [
+    "ENDPOINT_PATTERN",
+    "PRESETS",
+    "PROFILE_STEPS_ACCEPTED",
+    "TEXT_VOCAB",
+    "DataKind",
+    "Preset",
+    "PresetName",
+    "TrainConfig",
+    "parse_profile_steps",
+]
 
 PresetName = Literal["tiny", "small", "seed", "1b"]
 DataKind = Literal["random", "text"]
@@ -116,6 +126,29 @@ PRESETS: dict[str, Preset] = {
 }
 
 ENDPOINT_PATTERN = re.compile(r"^[A-Za-z0-9._\-\[\]:]+:\d{1,5}$")
+PROFILE_STEPS_PATTERN = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+PROFILE_STEPS_ACCEPTED = "A:B, the first and last step to profile, with 1 <= A <= B <= train.steps (e.g. 3:5)"
+
+
+def parse_profile_steps(value: object) -> object:
+    """`train.profile_steps` as given ("A:B", [A, B] or None) to a pair, before its type and range are checked.
+
+    Raises ValueError for anything else. YAML (a config file, `--set`) reads an unquoted 3:5 as the
+    base-60 integer 185, so an integer gets that hint instead of a bare "not A:B".
+    """
+    if isinstance(value, str):
+        match = PROFILE_STEPS_PATTERN.fullmatch(value)
+        if match is None:
+            raise ValueError(f"expected {PROFILE_STEPS_ACCEPTED}")
+        return int(match[1]), int(match[2])
+    if isinstance(value, bool):
+        raise ValueError(f"expected {PROFILE_STEPS_ACCEPTED}")
+    if isinstance(value, int | float):
+        raise ValueError(
+            f"expected {PROFILE_STEPS_ACCEPTED}; in YAML and --set an unquoted A:B reads as a base-60 "
+            "number: quote it ('3:5') or write a list ([3, 5])"
+        )
+    return value
 
 
 class TrainConfig(StrictModel):
@@ -170,6 +203,13 @@ class TrainConfig(StrictModel):
     rdzv_endpoint: str | None = Field(default=None, description="HOST:PORT of node 0's c10d rendezvous")
     rdzv_timeout_s: float = Field(default=120, gt=0, le=3600)
     max_restarts: int = Field(default=0, ge=0, le=100)
+    # --- profiling (torch.profiler inside the FSDP2 loop, every rank) ---
+    profile_steps: tuple[int, int] | None = Field(
+        default=None, description="A:B: trace steps A..B on every rank (left out of tokens/s and MFU)"
+    )
+    profile_memory_snapshot: bool = Field(
+        default=False, description="CUDA: also a torch.cuda memory snapshot of the profiled steps"
+    )
 
     @field_validator("rdzv_endpoint")
     @classmethod
@@ -178,4 +218,16 @@ class TrainConfig(StrictModel):
             raise ValueError("expected HOST:PORT, e.g. 10.0.0.1:29400")
         if value is not None and not 0 <= int(value.rsplit(":", 1)[1]) <= 65535:
             raise ValueError("port must be 0-65535")
+        return value
+
+    @field_validator("profile_steps", mode="before")
+    @classmethod
+    def _profile_steps_form(cls, value: object) -> object:
+        return parse_profile_steps(value)
+
+    @field_validator("profile_steps")
+    @classmethod
+    def _profile_steps_order(cls, value: tuple[int, int] | None) -> tuple[int, int] | None:
+        if value is not None and not 1 <= value[0] <= value[1]:
+            raise ValueError(f"expected {PROFILE_STEPS_ACCEPTED}")
         return value

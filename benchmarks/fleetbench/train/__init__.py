@@ -9,6 +9,7 @@ torch import, so the CLI reads it without loading torch. The trainer modules imp
   plan        the model shape and step plan from the config and the world size
   parallel    process group, device mesh, fully_shard, optimizer
   decoder     the reference decoder and its seeded, shard-independent initialisation
+  profiling   torch.profiler over `train.profile_steps` on every rank: one trace per rank (HTA's naming)
   data, flops, memory, checkpoint, history, plots, display   what their names say
   stage       the demo's train stage (tiny preset, 2 gloo ranks)
 """

@@ -31,7 +31,7 @@ from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.runinfo import new_run_id
 from fleetbench.train.checkpoint import resume_run_id
-from fleetbench.train.plan import check_launch, resolve_plan
+from fleetbench.train.plan import check_launch, check_profile_device, resolve_plan
 
 ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
 # Each rank is `python -m fleetbench train --config FILE`: the same command the user ran.
@@ -90,7 +90,8 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
     nproc = cfg.nproc or default_local_ranks(cfg.device)
     world = nproc * cfg.nnodes
     plan = resolve_plan(cfg, world)
-    check_launch(cfg)
+    check_launch(cfg, plan)
+    check_profile_device(cfg, uses_cuda(cfg.device))
     check_ranks_fit(cfg.device, nproc)
     if cfg.node_rank >= cfg.nnodes:
         raise UserError(f"NODE_RANK={cfg.node_rank} is not below NNODES={cfg.nnodes}; accepted: 0 .. {cfg.nnodes - 1}")

@@ -3,7 +3,9 @@
 Step N: batch (data time) -> forward, cross-entropy -> backward -> grad norm (clip) -> AdamW. At a
 log step rank 0 shows the row, every rank records its metrics through BenchmarkRun (pushed in the
 background), and rank 0 appends the row to the run's step history. Checkpoints are written every
-`checkpoint_every` steps; a restarted or `--resume`d run continues from the newest.
+`checkpoint_every` steps; a restarted or `--resume`d run continues from the newest. With
+`profile_steps` every rank traces those steps with torch.profiler (`train/profiling.py`), and the
+steps the profiler slows are left out of the run's tokens/s, MFU and step-time samples.
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ from fleetbench.train.parallel import (
     pick_device,
     threads_per_rank,
 )
-from fleetbench.train.plan import TrainPlan, check_launch, resolve_plan
+from fleetbench.train.plan import TrainPlan, check_launch, check_profile_device, resolve_plan
 from fleetbench.train.plots import plot_history
+from fleetbench.train.profiling import ProfileWindow, StepProfiler
 
 BENCHMARK = "train"
 
@@ -83,14 +86,20 @@ class Interval:
     steps: int = 0
     wall_s: float = 0.0
     data_s: float = 0.0
-    step_times_s: list[float] = field(default_factory=list)
+    step_times_s: list[float] = field(default_factory=list)  # of the steps not excluded
+    excluded_steps: int = 0  # steps the profiler slowed: in the row, not in the run's throughput
+    excluded_wall_s: float = 0.0
 
-    def add(self, wall_s: float, data_s: float) -> None:
-        """Count one step that took `wall_s`, `data_s` of it producing the batch."""
+    def add(self, wall_s: float, data_s: float, excluded: bool = False) -> None:
+        """Count one step that took `wall_s`, `data_s` of it producing the batch; `excluded`: profiled."""
         self.steps += 1
         self.wall_s += wall_s
         self.data_s += data_s
-        self.step_times_s.append(wall_s)
+        if excluded:
+            self.excluded_steps += 1
+            self.excluded_wall_s += wall_s
+        else:
+            self.step_times_s.append(wall_s)
 
 
 @dataclass
@@ -99,9 +108,10 @@ class Totals:
 
     steps: int = 0
     wall_s: float = 0.0
-    steady_steps: int = 0  # logged intervals after the first (warm-up) one
+    steady_steps: int = 0  # logged intervals after the first (warm-up) one, less the profiled steps
     steady_wall_s: float = 0.0
     steady_step_times_s: list[float] = field(default_factory=list)  # the samples behind the headline
+    excluded_steps: int = 0  # steps the profiler slowed (warm-up and recorded)
     telemetry_s: float = 0.0
     console_s: float = 0.0
     checkpoint_s: float = 0.0
@@ -109,12 +119,14 @@ class Totals:
     rows: list[StepRow] = field(default_factory=list)
 
     def close_interval(self, interval: Interval, row: StepRow, logging_s: float) -> None:
-        """Add a logged interval and its row; every interval but the first (the warm-up step's) is steady."""
+        """Add a logged interval and its row; every interval but the first (the warm-up step's) is steady,
+        and of a steady interval the steps the profiler slowed are left out."""
         self.rows.append(row)
         if self.steps:
-            self.steady_steps += interval.steps
-            self.steady_wall_s += interval.wall_s
+            self.steady_steps += interval.steps - interval.excluded_steps
+            self.steady_wall_s += interval.wall_s - interval.excluded_wall_s
             self.steady_step_times_s += interval.step_times_s
+        self.excluded_steps += interval.excluded_steps
         self.steps += interval.steps
         self.wall_s += interval.wall_s + logging_s
 
@@ -188,6 +200,7 @@ class Trainer:
         self.total_params, self.non_embedding_params = param_counts(plan.shape)
         self.last_memory: MemorySnapshot | None = None
         self._memory_deltas = (0, 0)  # allocator retries and OOMs since the previous log row
+        self.profiler: StepProfiler | None = None  # set by run() once the start step is known
 
     # --- helpers -----------------------------------------------------------------------------
     def oom_error(self, exc: BaseException, where: str, metrics: MetricRecorder) -> UserError:
@@ -257,6 +270,15 @@ class Trainer:
         )
         if cfg.max_restarts and not cfg.checkpoint_every:
             self.note("max_restarts without train.checkpoint_every: a restart starts over at step 0", logging.WARNING)
+        window = ProfileWindow.for_run(cfg.profile_steps, start_step)
+        self.profiler = StepProfiler(
+            window, run.run_dir, self.rank, self.device, cfg.profile_memory_snapshot, start_step
+        )
+        if cfg.profile_steps is not None and window is None:
+            first, last = cfg.profile_steps
+            self.note(
+                f"train.profile_steps={first}:{last}: done before this attempt's step {start_step + 1}; not profiled"
+            )
         totals = self.loop(run, parts, start_step, peak)
         saved_at_end = bool(cfg.checkpoint_every) and plan.steps % cfg.checkpoint_every == 0
         if cfg.checkpoint_final and not saved_at_end and start_step < plan.steps:
@@ -335,8 +357,10 @@ class Trainer:
         if self.device.backend == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device.torch_device)
         display = StepDisplay(self.console, plan.steps, start_step, self.rank == 0, title)
+        profiler = self.profiler
+        assert profiler is not None, "run() makes the profiler (a no-op without train.profile_steps)"
         try:
-            with display:
+            with display, profiler:
                 for step in range(start_step, plan.steps):
                     steps_done = step + 1
                     started = time.perf_counter()
@@ -345,7 +369,7 @@ class Trainer:
                         loss, norm, data_s = self.train_step(parts, step, log_now)
                     if log_now:
                         self.device.synchronize()
-                    interval.add(time.perf_counter() - started, data_s)
+                    interval.add(time.perf_counter() - started, data_s, profiler.slows(steps_done))
                     console_started = time.perf_counter()
                     display.step(steps_done)
                     totals.console_s += time.perf_counter() - console_started
@@ -368,6 +392,7 @@ class Trainer:
                         interval = Interval()
                     if cfg.checkpoint_every and steps_done % cfg.checkpoint_every == 0:
                         self.save(parts, steps_done, totals, metrics)
+                    profiler.step_done(steps_done)  # after everything the step did: its trace ends here
         finally:
             if history is not None:
                 history.close()
@@ -524,6 +549,7 @@ class Trainer:
         )
         run.summary.setdefault("resumed_from_step", None)
         self.add_headline(run, totals, device_tokens_per_s, peak, memory)
+        self.add_profile(run, totals)
         if self.rank != 0:
             return
         run.add_artifact(run.run_dir / HISTORY_FILE)
@@ -540,14 +566,36 @@ class Trainer:
         )
         self.console.print(summary_line, markup=False, highlight=False, soft_wrap=True)
 
+    def add_profile(self, run: BenchmarkRun, totals: Totals) -> None:
+        """The profiled steps in the summary (and whether the throughput left them out), the traces as artifacts."""
+        profiler = self.profiler
+        if profiler is None:
+            return
+        # Left out only when steady steps remained; otherwise the figures fell back to every step.
+        run.summary.update(profiler.summary(totals.excluded_steps > 0 and totals.steady_steps > 0, run.run_dir))
+        for path in profiler.files:
+            run.add_artifact(path)
+        window = profiler.window
+        if self.rank == 0 and window is not None and profiler.files:
+            low, high = window.excluded
+            self.console.print(
+                f"profile: steps {window.first}..{window.last} of every rank in {profiler.out_dir} "
+                f"(rank-N.*.pt.trace.json.gz, rank-N.key_averages.txt); steps {low}..{high} left out of "
+                "tok/s, MFU and step time",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
 
 def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
     """Train as this process's rank (torchrun env) or as a world of one; returns this rank's record."""
     cfg = config.train
     env = DistEnv.from_environ()
     plan = resolve_plan(cfg, env.world_size)
-    check_launch(cfg)
+    check_launch(cfg, plan)
     device, comm_backend = pick_device(cfg, env)
+    check_profile_device(cfg, device.backend == "cuda")
     check_fits(plan, cfg, device.torch_device, env.local_world_size, compute_dtype(cfg, device) == torch.bfloat16)
     setup = RankSetup(env, device, comm_backend, threads_per_rank(cfg, env))
     torch.set_num_threads(setup.threads)

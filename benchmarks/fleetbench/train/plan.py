@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, TrainConfig
 from fleetbench.errors import UserError
 
-__all__ = ["ModelShape", "TrainPlan", "check_launch", "check_plan", "resolve_plan"]
+__all__ = ["ModelShape", "TrainPlan", "check_launch", "check_plan", "check_profile_device", "resolve_plan"]
 
 
 @dataclass(frozen=True)
@@ -121,10 +121,30 @@ def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
         )
 
 
-def check_launch(cfg: TrainConfig) -> None:
+def check_launch(cfg: TrainConfig, plan: TrainPlan) -> None:
     """Checks of how the trainer runs (not of the model plan other tools also read)."""
     if cfg.mixed_precision and not cfg.fsdp:
         raise UserError(
             "train.mixed_precision=true needs train.fsdp=true (FSDP2's MixedPrecisionPolicy); "
             "accepted with fsdp=false: mixed_precision=false"
+        )
+    if cfg.profile_steps is not None and cfg.profile_steps[1] > plan.steps:
+        first, last = cfg.profile_steps
+        raise UserError(
+            f"train.profile_steps={first}:{last} goes past the run's last step, train.steps={plan.steps}; "
+            f"accepted: A:B with 1 <= A <= B <= {plan.steps} (e.g. {min(3, plan.steps)}:{min(5, plan.steps)})"
+        )
+    if cfg.profile_memory_snapshot and cfg.profile_steps is None:
+        raise UserError(
+            "train.profile_memory_snapshot=true snapshots the profiled steps and needs train.profile_steps=A:B "
+            "(--profile-steps A:B)"
+        )
+
+
+def check_profile_device(cfg: TrainConfig, cuda: bool) -> None:
+    """The memory snapshot is the CUDA caching allocator's: refuse it for a CPU run, in one line."""
+    if cfg.profile_memory_snapshot and not cuda:
+        raise UserError(
+            "train.profile_memory_snapshot=true needs CUDA (a torch.cuda.memory snapshot); accepted on the "
+            "CPU: false (the trace still records CPU memory: profile_memory)"
         )
