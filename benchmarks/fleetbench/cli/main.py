@@ -22,6 +22,7 @@ from fleetbench.cli import (
     report_cmd,
     results_cmd,
     stack_cmd,
+    trace_cmd,
     train_cmd,
 )
 from fleetbench.cli.parser import OneLineParser
@@ -33,6 +34,7 @@ COMMAND_MODULES = (
     train_cmd,
     probe_cmd,
     profile_cmd,
+    trace_cmd,
     edge_cmd,
     report_cmd,
     metrics_cmd,

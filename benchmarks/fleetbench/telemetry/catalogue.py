@@ -131,6 +131,13 @@ CATALOGUE: dict[str, MetricSpec] = {
               "gpu", "category"),
         _spec("fleetbench_profile_trace_span_seconds", "gauge", "seconds",
               "Span of device activity in the profiled trace, first kernel start to last kernel end", "gpu", better="lower"),
+        _spec("fleetbench_profile_comm_overlap_ratio", "gauge", "ratio",
+              "Share of the device's communication time during which computation runs too (HTA's overlap)",
+              "gpu", better="higher"),
+        _spec("fleetbench_profile_straggler_gap_ratio", "gauge", "ratio",
+              "How far the straggler rank is above the median of the ranks in one figure (step_time, span or "
+              "exposed_communication), as a ratio of that median; set in the straggler rank's record",
+              "figure", better="lower"),
         _spec("fleetbench_profile_host_wait_seconds", "gauge", "seconds",
               "Device idle time while the host had not launched the next kernel yet (HTA host wait)", "gpu", better="lower"),
         _spec("fleetbench_profile_op_seconds", "gauge", "seconds",
@@ -297,6 +304,12 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fleetbench_profile_trace_span_seconds",
         "fleetbench_profile_time_share_ratio",
         "fleetbench_profile_op_seconds",
+    ),
+    "trace": (
+        "fleetbench_profile_trace_span_seconds",
+        "fleetbench_profile_time_share_ratio",
+        "fleetbench_profile_comm_overlap_ratio",
+        "fleetbench_profile_straggler_gap_ratio",
     ),
     "ncu": (
         "fleetbench_kernel_duration_seconds",

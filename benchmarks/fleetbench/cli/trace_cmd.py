@@ -1,0 +1,82 @@
+"""`fleetbench trace summarize PATH...`: the summary of any PyTorch profiler trace, one rank or many."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.errors import UserError
+
+FORMATS = ("table", "md", "json")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1")
+    return value
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `trace summarize`."""
+    trace = commands.add_parser("trace", help="summarise PyTorch profiler traces: breakdown, overlap, straggler")
+    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="{summarize}")
+    summarize = sub.add_parser(
+        "summarize",
+        help="per rank and step: compute/communication/memory/idle, overlap, top kernels and ops, launch gaps; "
+        "across ranks: the straggler and a PNG",
+    )
+    summarize.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a trace (.json or .json.gz), several, or a folder of rank traces (rank-<N>.*.json[.gz], *.pt.trace.json[.gz])",
+    )
+    summarize.add_argument(
+        "--window",
+        choices=("steps", "trace"),
+        default="steps",
+        help="steps (default, as HTA): the ProfilerStep windows without the last step when there are 2 or more; "
+        "trace: every event",
+    )
+    summarize.add_argument("--format", choices=FORMATS, default="table", help="table (default), md or json")
+    summarize.add_argument("--json", action="store_true", help="the same as --format json: strict JSON on stdout")
+    summarize.add_argument("--top", type=_positive, default=10, help="kernels and ops listed per rank (default 10)")
+    summarize.add_argument(
+        "--out-dir", type=Path, help="where the PNG goes (default: the folder given, else the first trace's folder)"
+    )
+    summarize.add_argument("--no-chart", action="store_true", help="do not draw the per-rank PNG")
+    summarize.add_argument("--record", action="store_true", help="also write a result record and metrics per rank")
+    add_run_options(summarize)
+    summarize.set_defaults(handler=handle_summarize)
+
+
+def handle_summarize(args: argparse.Namespace, console: Console) -> int:
+    """Summarise the traces on stdout (tables, Markdown or JSON); --record makes it a run with records."""
+    from fleetbench.profile.trace.render import print_report  # matplotlib loads only when a handler runs
+    from fleetbench.profile.trace.report import build_report
+
+    fmt = "json" if args.json else args.format
+    config = config_from_args(args) if args.record else None  # a bad config fails before any output
+    report = build_report(list(args.paths), args.window, args.top, args.out_dir, chart=not args.no_chart)
+    if not report.summaries:
+        raise UserError("no traces to summarise")
+    if fmt == "json":
+        print(report.to_json())
+    else:
+        print_report(Console(width=None if sys.stdout.isatty() else 160), report, fmt)
+    if config is not None:
+        from fleetbench.profile.trace.record import TraceSettings, record_report
+
+        settings = TraceSettings(paths=[str(p) for p in args.paths], window=args.window, top=args.top)
+        for record in record_report(config, report, settings):
+            print_record_path(console, config, record)
+    return 0

@@ -1,0 +1,228 @@
+"""What `fleetbench trace summarize` prints: the same grids as rich tables or as Markdown.
+
+Absent figures print as `absent`, never as 0. Torch is not imported here: the command reads traces only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from fleetbench.profile.trace.breakdown import DeviceBreakdown
+from fleetbench.profile.trace.ranks import RankComparison
+from fleetbench.profile.trace.report import TraceReport
+from fleetbench.profile.trace_summary import TraceSummary
+
+ABSENT = "absent"
+BREAKDOWN_COLUMNS = ["span", "compute", "communication", "memory", "idle", "comm overlap"]
+
+
+def pct(value: float | None) -> str:
+    """A 0-1 ratio as a percentage with one decimal."""
+    return ABSENT if value is None else f"{value * 100:.1f}%"
+
+
+def seconds(value: float | None) -> str:
+    """A duration in s, ms or us, whichever reads best."""
+    if value is None:
+        return ABSENT
+    if value >= 1:
+        return f"{value:.3f} s"
+    if value >= 1e-3:
+        return f"{value * 1e3:.3f} ms"
+    return f"{value * 1e6:.1f} us"
+
+
+def time_and_share(value_s: float, span_s: float) -> str:
+    """`1.234 ms (12.3%)`: a category's time and its share of the span."""
+    return f"{seconds(value_s)} ({pct(value_s / span_s if span_s else 0.0)})"
+
+
+@dataclass
+class Grid:
+    """A table as plain data: the first `left` columns are text, the others figures."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    left: int = 1
+
+
+def _breakdown_cells(d: DeviceBreakdown) -> list[str]:
+    return [
+        seconds(d.span_s),
+        time_and_share(d.compute_s, d.span_s),
+        time_and_share(d.communication_s, d.span_s),
+        time_and_share(d.memory_s, d.span_s),
+        time_and_share(d.idle_s, d.span_s),
+        pct(d.comm_overlap_ratio),
+    ]
+
+
+def breakdown_grid(summaries: list[TraceSummary]) -> Grid:
+    """The window's breakdown, one row per rank and device."""
+    grid = Grid(
+        "temporal breakdown over the window (HTA's definitions; communication and memory: the parts not "
+        "hidden under compute; comm overlap: share of communication under compute)",
+        ["rank", "device", *BREAKDOWN_COLUMNS, "events"],
+        left=2,
+    )
+    for s in summaries:
+        for d in s.devices:
+            grid.rows.append([str(s.rank), d.device, *_breakdown_cells(d), str(d.events)])
+    return grid
+
+
+def steps_grid(summaries: list[TraceSummary]) -> Grid:
+    """Per ProfilerStep of the window: the host's step time and the breakdown of what the step launched."""
+    grid = Grid("per step", ["rank", "step", "device", "host step", *BREAKDOWN_COLUMNS], left=3)
+    for s in summaries:
+        for step in s.steps:
+            if not step.devices:
+                grid.rows.append([str(s.rank), step.name, ABSENT, seconds(step.duration_s)] + [ABSENT] * 6)
+            for d in step.devices:
+                grid.rows.append([str(s.rank), step.name, d.device, seconds(step.duration_s), *_breakdown_cells(d)])
+    return grid
+
+
+def ranks_grid(ranks: RankComparison) -> Grid:
+    """Across ranks, per step (mean) or over the window: the figures the straggler is picked from."""
+    grid = Grid(
+        "across ranks",
+        ["rank", "basis", "step time", "compute", "exposed comm", "memory", "idle", "comm overlap"],
+        left=2,
+    )
+    for r in ranks.rows:
+        grid.rows.append(
+            [
+                str(r.rank),
+                r.basis,
+                seconds(r.step_s),
+                seconds(r.compute_s),
+                seconds(r.communication_s),
+                seconds(r.memory_s),
+                seconds(r.idle_s),
+                pct(r.comm_overlap_ratio),
+            ]
+        )
+    return grid
+
+
+def top_grids(summary: TraceSummary) -> list[Grid]:
+    """The top kernels (by total time) and top CPU ops (by self time) of one trace."""
+    grids = []
+    if summary.top_kernels:
+        kernels = Grid(f"rank {summary.rank}: top kernels by total time", ["kernel", "count", "total", "share of busy"])
+        for k in summary.top_kernels:
+            kernels.rows.append([k.short, str(k.count), seconds(k.total_s), pct(k.share)])
+        grids.append(kernels)
+    if summary.top_ops:
+        ops = Grid(
+            f"rank {summary.rank}: top CPU ops by self time", ["op", "calls", "self", "inclusive", "share of self"]
+        )
+        for o in summary.top_ops:
+            ops.rows.append([o.short, str(o.count), seconds(o.self_s), seconds(o.total_s), pct(o.share)])
+        grids.append(ops)
+    return grids
+
+
+def trace_lines(summary: TraceSummary) -> list[str]:
+    """One trace in words: its file, notes, launch gaps, busiest threads, where HTA would differ."""
+    lines = [f"rank {summary.rank}: {summary.path}"]
+    if summary.note:
+        lines.append(f"  {summary.note}")
+    if summary.launch is not None:
+        launch = summary.launch
+        lines.append(
+            f"  CPU launch gaps: {launch.launches} launches, launch-to-start delay median "
+            f"{seconds(launch.delay_median_s)}, p90 {seconds(launch.delay_p90_s)}, max "
+            f"{seconds(launch.delay_max_s)}; device idle waiting for the host {seconds(launch.host_wait_s)}; "
+            f"{launch.short_kernels} kernels ran shorter than their launch call"
+        )
+    for thread in summary.cpu_threads[:2]:
+        lines.append(f"  CPU thread {thread.tid}: ops busy {pct(thread.busy_share)} of {seconds(thread.span_s)}")
+    lines.extend(f"  differs from HTA: {text}" for text in summary.hta_differences)
+    return lines
+
+
+def straggler_line(ranks: RankComparison) -> str:
+    """Who the straggler is and by how much, or why there is none."""
+    s = ranks.straggler
+    if s is None:
+        return f"straggler: none ({ranks.note})"
+    return (
+        f"straggler: rank {s.rank}, {s.metric} {seconds(s.value_s)} against a median of {seconds(s.median_s)} "
+        f"(+{s.gap_ratio:.1%})"
+    )
+
+
+def report_grids(report: TraceReport) -> list[Grid]:
+    """Every grid of the report, in print order (empty ones left out)."""
+    grids = [breakdown_grid(report.summaries), steps_grid(report.summaries)]
+    if len(report.ranks.rows) > 1:
+        grids.append(ranks_grid(report.ranks))
+    for summary in report.summaries:
+        grids.extend(top_grids(summary))
+    return [g for g in grids if g.rows]
+
+
+def report_lines(report: TraceReport) -> list[str]:
+    """The words around the grids: window, each trace, the straggler, the chart."""
+    window = report.summaries[0].window.description if report.summaries else f"window {report.window}"
+    lines = [window]
+    for summary in report.summaries:
+        if summary.window.description != window:
+            lines.append(f"rank {summary.rank}: {summary.window.description}")
+    for summary in report.summaries:
+        lines.extend(trace_lines(summary))
+    lines.append(straggler_line(report.ranks))
+    if report.chart is not None:
+        lines.append(f"chart: {report.chart}")
+    return lines
+
+
+def to_rich(grid: Grid) -> Table:
+    """A grid as a rich table."""
+    table = Table(title=grid.title, title_justify="left")
+    for index, column in enumerate(grid.columns):
+        table.add_column(column, justify="left" if index < grid.left else "right", overflow="fold")
+    for row in grid.rows:
+        table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(grid: Grid) -> str:
+    """A grid as a GitHub-flavoured Markdown table under a bold title."""
+    align = [":---" if i < grid.left else "---:" for i in range(len(grid.columns))]
+    lines = [f"**{_md_cell(grid.title)}**", "", "| " + " | ".join(grid.columns) + " |", "| " + " | ".join(align) + " |"]
+    lines.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in grid.rows)
+    return "\n".join(lines)
+
+
+def print_report(console: Console, report: TraceReport, fmt: str) -> None:
+    """Print the report as rich tables (`table`) or Markdown (`md`)."""
+    lines = report_lines(report)
+    if fmt == "md":
+        # a trace's own lines are indented under it: a nested list item
+        text = [
+            "# Trace summary",
+            "",
+            *(f"{line[: len(line) - len(line.lstrip())]}- {line.strip()}" for line in lines),
+            "",
+        ]
+        for grid in report_grids(report):
+            text.extend([to_markdown(grid), ""])
+        console.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)
+        return
+    console.print(lines[0], markup=False, soft_wrap=True)
+    for grid in report_grids(report):
+        console.print(to_rich(grid))
+    for line in lines[1:]:
+        console.print(line, markup=False, soft_wrap=True)
