@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Perf row of the trace summary (`make perf`): ours against Holistic Trace Analysis, side by side.
+
+  1. The largest trace in the repository (HTA's nccl_parser_config/nccl_data.json.gz, 40 573
+     events): HTA's TraceAnalysis load, temporal breakdown and communication-computation overlap
+     against our whole summary of the same file (breakdown, overlap, per-step breakdowns, top
+     kernels and ops, launch gaps), both with the default window. Ratio HTA time / ours, target >= 2.
+  2. The same on HTA's 2-rank NCCL folder (trace_filter), for comparison.
+
+The two alternate (A B A B ...) for ROUNDS rounds, so drift on a shared machine hits both; each
+figure is the median of its rounds. Not a test: prints the table and exits 0 (also without HTA
+installed: it says so); --strict exits 1 when the target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from fleetbench.profile.trace_summary import summarize_trace
+
+DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "hta"
+LARGEST = DATA / "nccl_parser_config" / "nccl_data.json.gz"
+RANKS = DATA / "trace_filter"
+ROUNDS = 5
+TARGET = 2.0
+console = Console()
+
+
+def hta_work(trace_dir: Path) -> Callable[[], None]:
+    from hta.trace_analysis import TraceAnalysis
+
+    def run() -> None:
+        analysis = TraceAnalysis(trace_dir=str(trace_dir))
+        analysis.get_temporal_breakdown(visualize=False)
+        analysis.get_comm_comp_overlap(visualize=False)
+
+    return run
+
+
+def our_work(traces: list[Path]) -> Callable[[], None]:
+    def run() -> None:
+        for trace in traces:
+            summarize_trace(trace)
+
+    return run
+
+
+def timed(fn: Callable[[], None]) -> float:
+    started = time.perf_counter()
+    fn()
+    return time.perf_counter() - started
+
+
+def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for fn in variants.values():  # warm up: imports, caches
+        fn()
+    for index in range(rounds):
+        order = list(variants.items()) if index % 2 == 0 else list(reversed(variants.items()))
+        for name, fn in order:
+            times[name].append(timed(fn))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
+    args = parser.parse_args()
+    try:
+        import hta  # noqa: F401
+    except ImportError:
+        console.print("perf_trace: HolisticTraceAnalysis is not installed (the dev extra): no trace row")
+        return 0
+    logging.getLogger("hta").setLevel(logging.ERROR)  # HTA logs every parse at WARNING
+    warnings.filterwarnings("ignore")
+    table = Table(title=f"fleetbench perf, trace summary vs HTA ({cpu_model()}; medians of {args.rounds} rounds)")
+    table.add_column("row")
+    table.add_column("ratio", justify="right")
+    table.add_column("detail")
+    missed = False
+    with tempfile.TemporaryDirectory() as tmp:
+        single = Path(tmp) / "largest"
+        single.mkdir()
+        shutil.copy(LARGEST, single / LARGEST.name)  # HTA reads a folder
+        rows = [
+            (f"{LARGEST.name} (largest trace) HTA / ours (target >= {TARGET:.0f})", single, [LARGEST], True),
+            ("trace_filter, 2 NCCL ranks, HTA / ours (for comparison)", RANKS, sorted(RANKS.glob("*.json.gz")), False),
+        ]
+        for label, trace_dir, traces, is_target in rows:
+            console.print(f"measuring: {label} ...")
+            medians = interleaved({"hta": hta_work(trace_dir), "ours": our_work(traces)}, args.rounds)
+            ratio = medians["hta"] / medians["ours"]
+            missed |= is_target and ratio < TARGET
+            table.add_row(
+                label,
+                f"{ratio:.2f}",
+                f"HTA {medians['hta']:.3f} s, ours {medians['ours']:.3f} s"
+                + (" [yellow]below target[/]" if is_target and ratio < TARGET else ""),
+            )
+    console.print(table)
+    return 1 if missed and args.strict else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
