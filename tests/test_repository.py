@@ -35,7 +35,13 @@ def test_no_file_refers_to_a_sibling_folder() -> None:
 def test_test_data_is_inside_the_repository() -> None:
     data = get_test_data_dir()
     assert data.is_relative_to(REPO)
-    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == ["fsdp2-cpu", "hta", "ncu-csv", "ncu-rep", "torch-trace"]
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == [
+        "fsdp2-cpu",
+        "hta",
+        "ncu-csv",
+        "ncu-rep",
+        "torch-trace",
+    ]
     assert (data / "README.md").is_file()
 
 

@@ -8,6 +8,8 @@ Modules they share:
   names          kernel-name shortening for labels and chart text (stable, documented rule)
   classify       memory-bound / compute-bound / balanced / latency-bound / cache-resident, and the fix
   trace_summary  HTA-style temporal breakdown, top kernels/ops, launch gaps from a Chrome trace
+  trace/         reading traces, HTA's step window, breakdowns of devices and CPU ranks, the straggler,
+                 and `fleetbench trace summarize` (report, tables, --record)
   workloads      what is profiled: the trainer hook, the Linear probe, a script, a module
   capture        torch.profiler capture of a workload into the run folder (step A)
   flops          FLOPs and bytes per op call: torch.profiler, flop_counter, the op table
