@@ -170,3 +170,15 @@ def _write(path: Path, content: bytes) -> Path:
 def _mkdir(path: Path) -> Path:
     path.mkdir()
     return path
+
+
+def test_a_profile_run_folder_is_read_through_its_trace_json(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`fleetbench profile` writes trace.json beside trace_summary.json and roofline.json."""
+    shutil.copy(GEMM, tmp_path / "trace.json")
+    (tmp_path / "trace_summary.json").write_text("{}")
+    (tmp_path / "roofline.json").write_text("{}")
+    assert fleetbench("trace", "summarize", tmp_path, "--json", "--no-chart") == 0
+    report = strict_json(capsys.readouterr().out)
+    assert isinstance(report, dict) and [t["path"] for t in report["traces"]] == [str(tmp_path / "trace.json")]

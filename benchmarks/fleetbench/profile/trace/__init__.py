@@ -5,6 +5,8 @@ Modules:
   windows    the window a summary covers: ProfilerStep windows as HTA takes them, or the whole trace
   breakdown  the temporal breakdown of one device or one CPU rank (HTA's definitions)
   ranks      across ranks: the straggler and the per-rank stacked-bar PNG
-  render     the tables `fleetbench trace summarize` prints (rich or Markdown)
+  report     `fleetbench trace summarize`: every trace summarised, compared, charted; its JSON
+  render     the tables it prints (rich or Markdown)
+  record     its `--record`: one result record per rank, in one run
 The per-trace summary itself is `fleetbench.profile.trace_summary`.
 """

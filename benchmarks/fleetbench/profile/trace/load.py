@@ -4,8 +4,9 @@ A trace is the `.json` or `.json.gz` that torch.profiler exports (`export_chrome
 `tensorboard_trace_handler`, which names each rank's file `<worker>.<time>.pt.trace.json[.gz]`).
 Holistic Trace Analysis reads a folder of them, one per rank, and takes each file's rank from its
 `distributedInfo`; `find_traces` takes a folder the same way, keeping only files whose names say
-they are traces (`*.pt.trace.json[.gz]`, or a `rank-<N>` / `rank_<N>` / `rankN` part), so the
-summaries and charts a run writes beside its trace are not mistaken for one.
+they are traces (`*.pt.trace.json[.gz]`, a `rank-<N>` / `rank_<N>` / `rankN` part, or the
+`trace.json[.gz]` of `fleetbench profile`), so the summaries a run writes beside its trace
+(`trace_summary.json`, `roofline.json`) are not mistaken for one.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ STEP_PATTERN = re.compile(r"ProfilerStep\s*#\s*(\d+)")
 COLLECTIVE_PATTERN = re.compile(r"^(gloo:|nccl:|c10d::|_?c10d_functional::|record_param_comms)")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz")
+PROFILE_TRACE_NAMES = {"trace.json", "trace.json.gz"}  # what `fleetbench profile` writes
 
 
 def is_collective(name: str) -> bool:
@@ -76,7 +78,7 @@ def _looks_like_trace(path: Path) -> bool:
     name = path.name
     if not name.endswith(TRACE_SUFFIXES):
         return False
-    return ".pt.trace.json" in name or RANK_IN_NAME.search(name) is not None
+    return name in PROFILE_TRACE_NAMES or ".pt.trace.json" in name or RANK_IN_NAME.search(name) is not None
 
 
 def find_traces(paths: Sequence[Path]) -> list[Path]:
