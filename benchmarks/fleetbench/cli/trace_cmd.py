@@ -9,7 +9,6 @@ from pathlib import Path
 from rich.console import Console
 
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
-from fleetbench.errors import UserError
 
 FORMATS = ("table", "md", "json")
 
@@ -38,7 +37,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         nargs="+",
         type=Path,
         metavar="PATH",
-        help="a trace (.json or .json.gz), several, or a folder of rank traces (rank-<N>.*.json[.gz], *.pt.trace.json[.gz])",
+        help="a trace (.json or .json.gz), several, or a folder of rank traces "
+        "(rank-<N>.*.json[.gz], *.pt.trace.json[.gz], trace.json[.gz])",
     )
     summarize.add_argument(
         "--window",
@@ -67,8 +67,6 @@ def handle_summarize(args: argparse.Namespace, console: Console) -> int:
     fmt = "json" if args.json else args.format
     config = config_from_args(args) if args.record else None  # a bad config fails before any output
     report = build_report(list(args.paths), args.window, args.top, args.out_dir, chart=not args.no_chart)
-    if not report.summaries:
-        raise UserError("no traces to summarise")
     if fmt == "json":
         print(report.to_json())
     else:
