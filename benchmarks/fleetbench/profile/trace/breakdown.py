@@ -14,7 +14,11 @@ compute + communication + memory + idle = span exactly.
 On a CPU-only trace the rank's threads take the device's place: the host side of collectives
 (`gloo:all_gather` on gloo's worker thread, `c10d::` ops, `record_param_comms`, `nccl:` record
 functions) is communication, including the ops nested in it; every other op is computation; a
-CPU has no copy engine, so memory stays 0. Time under no op on any thread is idle.
+CPU has no copy engine, so memory stays 0. Time under no op on any thread is idle. A host thread
+blocked on a collective's result inside another op (FSDP2's post-backward hook waits for its
+reduce-scatter in `RegisterPostBackwardFunctionBackward`'s own time) cannot be told from work, so
+it counts as computation: on CPU ranks the overlap is an upper bound and the exposed
+communication a lower one.
 """
 
 from __future__ import annotations

@@ -174,14 +174,14 @@ def plot_ranks(comparison: RankComparison, title: str, path: Path) -> Path:
     if straggler is not None:
         index = next(i for i, r in enumerate(rows) if r.rank == straggler.rank and r.path == straggler.path)
         ax.annotate(
-            f"straggler: +{straggler.gap_ratio:.0%} {straggler.metric}",
+            f"straggler\n+{straggler.gap_ratio:.0%} {straggler.metric.replace('communication', 'comm')}",
             (index, bottom[index]),
             ha="center",
             va="bottom",
             fontsize=8,
         )
     ax.set_ylabel(f"milliseconds {basis}")
-    ax.set_ylim(0, max(bottom, default=1.0) * 1.12 or 1.0)  # room for the straggler's label
+    ax.set_ylim(0, max(bottom, default=1.0) * 1.18 or 1.0)  # room for the straggler's label
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
