@@ -113,7 +113,7 @@ def handle_compare(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.compare import display, formats
     from fleetbench.compare.gate import regressions
     from fleetbench.compare.matching import compare_runs, load_baseline, load_run
-    from fleetbench.compare.statistics import TestSettings
+    from fleetbench.compare.statistics import settings_from
 
     if args.format not in FORMATS:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
@@ -126,10 +126,7 @@ def handle_compare(args: argparse.Namespace, console: Console) -> int:
         raise UserError("compare needs BASE and at least one NEW run (or --baseline NAME and a NEW run)")
     else:
         base, news = load_run(args.runs[0], root), [load_run(r, root) for r in args.runs[1:]]
-    settings = TestSettings(
-        cfg.alpha, cfg.confidence_level, cfg.min_change_pct, cfg.single_value_threshold_pct,
-        cfg.bootstrap_resamples, cfg.seed,
-    )  # fmt: skip
+    settings = settings_from(cfg)
     comparisons = [compare_runs(base, new, settings, args.allow_mismatch) for new in news]
     if not any(b.compared for c in comparisons for b in c.benchmarks):
         mismatches = "; ".join(f"{b.benchmark}: {formats.mismatch_text(b)}" for c in comparisons for b in c.benchmarks)

@@ -1,10 +1,17 @@
-"""`fleetbench report`: the offline report of one run (HTML + PNG panels)."""
+"""`fleetbench report`: the offline report of one run (HTML + PNG panels), optionally compared with another.
+
+fleetbench report RUN                        the run's dashboards, headline figures and plots
+fleetbench report RUN --offline              panels from the result records (no Prometheus)
+fleetbench report RUN --compare BASE         plus `fleetbench compare BASE RUN` as tables and overlaid plots
+                                             (BASE: a run id, a run folder or a baseline name)
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -12,10 +19,18 @@ from fleetbench.errors import UserError
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs
 from fleetbench.services.stack import default_stack
 
+if TYPE_CHECKING:  # the report and compare packages load matplotlib and scipy: only when a report is built
+    from fleetbench.report.comparison import CompareTo
+
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `report [RUN_ID]`."""
-    parser = commands.add_parser("report", help="render a run's dashboards to PNG and one HTML page")
+    """Add `report [RUN_ID] [--compare BASE]`."""
+    parser = commands.add_parser(
+        "report",
+        help="render a run's dashboards to PNG and one HTML page",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("run_id", nargs="?", help="run to report (default: the newest in --results-dir)")
     parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
     parser.add_argument(
@@ -24,18 +39,47 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="Prometheus to query (default: $FLEETBENCH_PROMETHEUS_URL or the local stack)",
     )
     parser.add_argument("--offline", action="store_true", help="render from the result records only")
+    group = parser.add_argument_group("comparison")
+    group.add_argument(
+        "--compare", metavar="BASE", help="add a comparison with BASE: a run id, run folder or baseline name"
+    )
+    group.add_argument(
+        "--allow-mismatch", action="store_true", help="compare runs of other devices or world sizes anyway (marked)"
+    )
+    group.add_argument("--config", type=Path, metavar="FILE", help="config whose compare section sets the test")
+    group.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="e.g. compare.alpha=0.01"
+    )
     parser.set_defaults(handler=handle)
+
+
+def _run_dir(args: argparse.Namespace) -> Path:
+    if args.run_id:
+        return find_run(args.results_dir, args.run_id)
+    runs = list_runs(args.results_dir)
+    if not runs:
+        raise UserError(f"no runs under {args.results_dir}; run `make demo` first or pass --results-dir")
+    return runs[0]
+
+
+def _compare_to(args: argparse.Namespace, run_dir: Path) -> CompareTo | None:
+    """BASE loaded and compared with the run, before anything is written; None without --compare."""
+    if args.compare is None:
+        if args.config or args.overrides or args.allow_mismatch:
+            raise UserError("--config, --set and --allow-mismatch apply to --compare BASE; pass it or drop them")
+        return None
+    from fleetbench.compare.statistics import settings_from
+    from fleetbench.config.loader import load_config
+    from fleetbench.report.comparison import prepare
+
+    config = load_config(args.config, args.overrides)
+    return prepare(args.compare, run_dir, args.results_dir, settings_from(config.compare), args.allow_mismatch)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Build the report of the run (default: the newest) and print the page's path."""
-    if args.run_id:
-        run_dir = find_run(args.results_dir, args.run_id)
-    else:
-        runs = list_runs(args.results_dir)
-        if not runs:
-            raise UserError(f"no runs under {args.results_dir}; run `make demo` first or pass --results-dir")
-        run_dir = runs[0]
+    run_dir = _run_dir(args)
+    compare_to = _compare_to(args, run_dir)
     url = (
         None
         if args.offline
@@ -43,6 +87,6 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     )
     from fleetbench.report.build import build_report
 
-    page = build_report(run_dir, url)
-    console.print(f"report: {page}")
+    page = build_report(run_dir, url, compare_to)
+    console.print(f"report: {page}", markup=False, soft_wrap=True)
     return 0

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from fleetbench.dashboards.definition import Dashboard
+from fleetbench.report.headline import headline_cell
 from fleetbench.results.record import ResultRecord
 
 STYLE = """
@@ -18,6 +19,10 @@ th { background: #f6f8fa; text-align: left; } .grid { display: flex; flex-wrap: 
 .panel { border: 1px solid #d0d7de; border-radius: 6px; padding: 6px; }
 .panel img, .artifact img { display: block; max-width: 100%; } pre { background: #f6f8fa; padding: 8px; }
 .meta { color: #57606a; font-size: 13px; } .failed { color: #cf222e; font-weight: bold; }
+td { vertical-align: top; } ul.figures { margin: 2px 0; padding-left: 16px; } .key { font-weight: 600; }
+.labels { color: #57606a; } details pre { max-height: 400px; overflow: auto; font-size: 12px; }
+.verdict.better { color: #1a7f37; font-weight: bold; } .verdict.worse { color: #cf222e; font-weight: bold; }
+.mismatch { color: #9a6700; } .config { font-family: monospace; font-size: 12px; margin: 2px 0; }
 """
 
 
@@ -26,32 +31,26 @@ def data_uri(png: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode()
 
 
-def _summary_cell(summary: dict[str, object]) -> str:
-    parts = []
-    for key, value in list(summary.items())[:8]:
-        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
-        parts.append(f"{html.escape(key)}: {html.escape(shown)}")
-    return "<br>".join(parts)
-
-
 def render_page(
     run_id: str,
     records: list[ResultRecord],
     panels: list[tuple[Dashboard, list[tuple[str, Path]]]],
     artifacts: list[Path],
     source: str,
+    comparison: str = "",
 ) -> str:
-    """The HTML page: records table, each dashboard's panel images, the run's own plots, its configs.
+    """The HTML page: records table, a comparison, each dashboard's panel images, the run's own plots, its configs.
 
     `panels` pairs each dashboard with its (title, PNG) images; `source` says where the panels' data
-    came from ("Prometheus" or "result records").
+    came from ("Prometheus" or "result records"); `comparison` is the section `report --compare`
+    adds (HTML, escaped by its builder), "" without one.
     """
     first = records[0]
     rows = "".join(
         f"<tr><td>{html.escape(r.benchmark)}</td><td>{r.rank}</td><td>{html.escape(r.host)}</td>"
         f"<td>{html.escape(r.device)} ({html.escape(r.backend)})</td>"
         f'<td class="{"" if r.status == "ok" else "failed"}">{r.status}</td><td>{r.duration_s:.1f} s</td>'
-        f"<td>{_summary_cell(r.summary)}</td></tr>"
+        f'<td class="headline">{headline_cell(r)}</td></tr>'
         for r in records
     )
     sections = []
@@ -79,6 +78,7 @@ started {first.start.isoformat(timespec="seconds")} · panels from {html.escape(
 <h2>Benchmarks</h2>
 <table><tr><th>benchmark</th><th>rank</th><th>host</th><th>device</th><th>status</th><th>duration</th>
 <th>headline</th></tr>{rows}</table>
+{comparison}
 {"".join(sections)}
 <h2>Plots from the run</h2><div class="grid">{plots or '<p class="meta">none</p>'}</div>
 <h2>Configuration</h2>{configs}

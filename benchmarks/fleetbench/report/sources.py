@@ -88,6 +88,8 @@ class RecordsSource:
     def panel(self, panel: Panel) -> PanelData:
         """One point per record sample of a metric the panel's queries name, at the record's end time."""
         wanted = {name for query in panel.queries for name in metric_names(query.expr)}
+        # Grafana's date units take milliseconds (the queries multiply by 1000); samples are in seconds.
+        scale = 1000.0 if panel.unit.startswith("dateTime") else 1.0
         series = []
         for record in self.records:
             for sample in record.metrics:
@@ -97,7 +99,7 @@ class RecordsSource:
                     series.append(
                         SeriesData(
                             f"{sample.name.removeprefix('fleetbench_')} {name}",
-                            [(record.end.timestamp(), sample.value)],
+                            [(record.end.timestamp(), sample.value * scale)],
                         )
                     )
         return PanelData(panel, series, "records")
