@@ -19,6 +19,7 @@ from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge import stage as edge_stage
 from fleetbench.probe import run as probe_job
 from fleetbench.profile import run as profile_job
+from fleetbench.profile.trace import stage as trace_stage
 from fleetbench.report.build import build_report
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import default_spool_dir
@@ -35,6 +36,7 @@ Stage = Callable[[FleetbenchConfig, Console], ResultRecord]
 STAGES: list[tuple[str, Stage]] = [
     ("probe", probe_job.run),
     ("train", run_train_stage),
+    ("trace", trace_stage.run_stage),
     ("profile", profile_job.run),
     ("edge", edge_stage.run_stage),
 ]

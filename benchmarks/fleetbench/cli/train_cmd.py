@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from pathlib import Path
 
 from rich.console import Console
 
@@ -81,10 +82,23 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     if DistEnv.from_environ().launched:
         return handle_rank(config, console)
     record = train_job.run(config, console)
+    if config.train.profile_steps is not None:
+        show_rank_breakdown(console, config.run.results_dir / record.run_id / "profile")
     print_record_path(console, config, record)
     if record.rank != 0:
         log.info("rank 0 ran on another node; this is rank %d's record", record.rank)
     return 0
+
+
+def show_rank_breakdown(console: Console, folder: Path) -> None:
+    """Where each rank's profiled steps went (compute, FSDP2's communication, idle) and the straggler."""
+    from fleetbench.profile.trace.render import print_report
+    from fleetbench.profile.trace.report import build_report
+
+    if not any(folder.glob("rank-*.pt.trace.json*")):
+        log.warning("no rank traces under %s to summarise", folder)
+        return
+    print_report(console, build_report([folder], "steps", 10, None, chart=True), "table")
 
 
 def handle_rank(config: FleetbenchConfig, console: Console) -> int:

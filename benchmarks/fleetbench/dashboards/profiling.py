@@ -170,10 +170,61 @@ ops_row = Row(
     ),
 )
 
+# `fleetbench trace summarize --record` (and the demo's trace stage): one record per rank trace of a
+# distributed job, the trace's rank in the common `rank` label.
+ranks_row = Row(
+    "The distributed job, rank by rank",
+    (
+        Panel(
+            "Time per rank: compute, communication, memory, idle",
+            "barchart",
+            (
+                Query(
+                    f"max by (rank, category) ({sel('fleetbench_profile_time_share_ratio', benchmark='trace')})",
+                    legend="rank {{rank}} {{category}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_profile_time_share_ratio"),
+            "Share of each rank's profiled steps in compute, exposed communication, memory and idle "
+            "(HTA's temporal breakdown; on CPU ranks the gloo collectives count as communication)",
+            width=12,
+        ),
+        Panel(
+            "Communication hidden under compute",
+            "bargauge",
+            (
+                Query(
+                    f"max by (rank) ({sel('fleetbench_profile_comm_overlap_ratio')})",
+                    legend="rank {{rank}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_profile_comm_overlap_ratio"),
+            "Share of each rank's communication time that overlaps computation (HTA's definition); higher is better",
+            width=6,
+        ),
+        Panel(
+            "Straggler",
+            "table",
+            (
+                Query(
+                    f"max by (run_id, rank, figure) ({sel('fleetbench_profile_straggler_gap_ratio')})",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_profile_straggler_gap_ratio"),
+            "The rank furthest above the ranks' median in step time or exposed communication, and by how much",
+            width=6,
+        ),
+    ),
+)
+
 PROFILING = Dashboard(
     uid="fleetbench-profiling",
     title="fleetbench / Profiling",
-    description="torch.profiler and Nsight Compute: top kernels and ops, speed-of-light, classes, roofline",
-    benchmarks=("profile",),
-    rows=(time_row, limits_row, roofline_row, ops_row),
+    description="torch.profiler and Nsight Compute: top kernels and ops, speed-of-light, classes, roofline, "
+    "and the distributed job rank by rank",
+    benchmarks=("profile", "trace"),
+    rows=(time_row, limits_row, roofline_row, ops_row, ranks_row),
 )

@@ -12,14 +12,21 @@ import yaml
 from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.config.train import PRESETS
 from fleetbench.errors import UserError
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
 from fleetbench.runinfo import new_run_id
 
 STAGE_RANKS = 2
+STAGE_PROFILE_STEPS = (3, 4)
 
 log = logging.getLogger(__name__)
+
+
+def stage_steps(config: FleetbenchConfig) -> int:
+    """The steps the stage trains: the configured count, else the tiny preset's."""
+    return config.train.steps or PRESETS["tiny"].steps
 
 
 def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
@@ -41,6 +48,8 @@ def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
             # The demo shows a distributed checkpoint too (save time on the training dashboard).
             "checkpoint_final": True,
             "log_every": 10,  # a readable console; every step still feeds the metrics and the plot
+            # Two profiled steps show where FSDP2's step goes on each rank (the demo's trace stage).
+            "profile_steps": STAGE_PROFILE_STEPS if stage_steps(config) > STAGE_PROFILE_STEPS[1] else None,
         }
     )
     staged = config.model_copy(update={"run": config.run.model_copy(update={"run_id": run_id}), "train": train})
