@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FB := $(VENV)/bin/fleetbench
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,ncu,mobile
+EXTRAS ?= dev,ncu,mobile,compare
 RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV

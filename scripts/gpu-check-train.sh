@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU check of the FSDP2 trainer (run on a machine with an NVIDIA GPU; nothing here runs on CPU):
 # the `seed` preset (the reference workload) on 1 GPU, eager and with torch.compile. Writes tokens/s,
-# MFU, TFLOP/s and peak memory of both runs to docs/results/train-gpu-<UTC time>.json and prints them.
+# MFU, TFLOP/s and peak memory of both runs to docs/results/train-gpu-<UTC time>.json and prints them,
+# after the GPU tests of the in-trainer profiler capture.
 #   STEPS=30 LOG_EVERY=5 PRESET=seed PY=.venv/bin/python scripts/gpu-check-train.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,9 @@ mkdir -p "$OUT_DIR"
 
 "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 'gpu-check-train: torch sees no CUDA GPU')"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+# The in-trainer capture on CUDA: kernels, NCCL where there are 2+ GPUs, and the memory snapshot.
+"$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_train_profile.py
 
 for compile in false true; do
   "$PY" -m fleetbench train --nproc 1 --device cuda --preset "$PRESET" --steps "$STEPS" \

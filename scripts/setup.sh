@@ -5,7 +5,7 @@ set -euo pipefail
 
 VENV=${VENV:-.venv}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
-EXTRAS=${EXTRAS:-dev,ncu,mobile}
+EXTRAS=${EXTRAS:-dev,ncu,mobile,compare}
 SYSTEM_PACKAGES=(
   docker.io               # Docker engine for the images and the local cluster
   prometheus              # Prometheus server and promtool

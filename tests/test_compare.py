@@ -230,3 +230,14 @@ def test_a_per_metric_threshold_overrides_the_gate(probe_runs: Path) -> None:
     loose = f"compare.fail_thresholds_pct={{{FLOPS}: 90}}"
     code, _, err = compare(probe_runs, "alone", "shared", "--fail-on-regression", "5", "--set", loose)
     assert code == 0 and err == ""
+
+
+def test_without_scipy_compare_says_which_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from fleetbench.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "scipy", None)  # an install without the compare extra
+    assert main(["compare", "a", "b", "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'fleetbench[compare]'" in err and len(err.strip().splitlines()) == 1

@@ -74,6 +74,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     rm.set_defaults(handler=handle_baseline_rm)
 
 
+def require_scipy() -> None:
+    """The statistics of a comparison need scipy, the `compare` extra; say so in one line without it."""
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "comparing runs needs scipy: pip install 'fleetbench[compare]' (make setup installs it)"
+        ) from None
+
+
 def _config(args: argparse.Namespace) -> FleetbenchConfig:
     flags = {
         "run.results_dir": (str(args.results_dir) if args.results_dir else None, "--results-dir"),
@@ -117,6 +127,7 @@ def handle_compare(args: argparse.Namespace, console: Console) -> int:
 
     if args.format not in FORMATS:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
+    require_scipy()
     config = _config(args)
     cfg = config.compare
     root = config.run.results_dir

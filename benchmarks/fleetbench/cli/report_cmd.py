@@ -68,6 +68,9 @@ def _compare_to(args: argparse.Namespace, run_dir: Path) -> CompareTo | None:
         if args.config or args.overrides or args.allow_mismatch:
             raise UserError("--config, --set and --allow-mismatch apply to --compare BASE; pass it or drop them")
         return None
+    from fleetbench.cli.compare_cmd import require_scipy
+
+    require_scipy()
     from fleetbench.compare.statistics import settings_from
     from fleetbench.config.loader import load_config
     from fleetbench.report.comparison import prepare
