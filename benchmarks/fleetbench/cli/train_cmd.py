@@ -98,7 +98,9 @@ def show_rank_breakdown(console: Console, folder: Path) -> None:
     if not any(folder.glob("rank-*.pt.trace.json*")):
         log.warning("no rank traces under %s to summarise", folder)
         return
-    print_report(console, build_report([folder], "steps", 10, None, chart=True), "table")
+    # Wide tables in a log or pipe, where nothing would wrap them; the terminal's width otherwise.
+    out = console if console.is_terminal else Console(stderr=True, width=160)
+    print_report(out, build_report([folder], "steps", 10, None, chart=True), "table")
 
 
 def handle_rank(config: FleetbenchConfig, console: Console) -> int:
