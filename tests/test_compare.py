@@ -60,14 +60,14 @@ def test_single_values_are_judged_by_the_threshold_and_say_so() -> None:
 PROBE = ("--set", "probe.threads=1", "--set", "probe.matmul_sizes=[512]", "--set", "probe.copy_mib=[]")
 
 
-def probe_run(root: Path, run_id: str, *, shared_core: bool) -> None:
+def probe_run(root: Path, run_id: str, *, contended_core: bool) -> None:
     """A one-thread probe pinned to CPU 0, alone there or sharing it with a busy loop (half the CPU).
 
     Pinning both runs to one core makes the difference real and independent of what else the
     machine runs: other load lands on both runs alike, the busy loop only on the second.
     """
     hog = None
-    if shared_core:
+    if contended_core:
         hog = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", "while True: pass"])
     try:
         result = subprocess.run(
@@ -88,8 +88,8 @@ def probe_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if shutil.which("taskset") is None:
         pytest.skip("taskset (util-linux) pins the runs to one CPU")
     root = tmp_path_factory.mktemp("compare")
-    probe_run(root, "alone", shared_core=False)
-    probe_run(root, "shared", shared_core=True)
+    probe_run(root, "alone", contended_core=False)
+    probe_run(root, "contended", contended_core=True)
     return root
 
 
@@ -99,7 +99,7 @@ def compare(root: Path, *args: str) -> tuple[int, str, str]:
 
 
 def test_fewer_threads_are_flagged_worse_and_the_gate_names_the_metric(probe_runs: Path) -> None:
-    code, out, err = compare(probe_runs, "alone", "shared", "--format", "json", "--fail-on-regression", "5")
+    code, out, err = compare(probe_runs, "alone", "contended", "--format", "json", "--fail-on-regression", "5")
     report = json.loads(out)
     row = next(r for r in report["rows"] if r["metric"] == FLOPS)
     assert row["verdict"] == "worse" and row["change_pct"] < -5 and row["ci_high_pct"] < 0
@@ -115,14 +115,14 @@ def test_a_run_against_itself_is_no_change_and_passes_the_gate(probe_runs: Path)
 
 def test_markdown_and_csv_outputs_parse(probe_runs: Path, tmp_path: Path) -> None:
     out_file = tmp_path / "cmp.md"
-    code, out, _ = compare(probe_runs, "alone", "shared", "--format", "md", "--out", str(out_file))
+    code, out, _ = compare(probe_runs, "alone", "contended", "--format", "md", "--out", str(out_file))
     assert code == 0 and out == ""
     lines = out_file.read_text().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| metric"))
     assert lines[header + 1].count("---") == 8
     assert all(line.count("|") == 9 for line in lines[header:] if line.startswith("|"))
     assert any("probe_achieved_flop_per_second" in line and "worse" in line for line in lines)
-    code, out, _ = compare(probe_runs, "alone", "shared", "--format", "csv")
+    code, out, _ = compare(probe_runs, "alone", "contended", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and {r["metric"] for r in rows} == {FLOPS}
 
@@ -134,7 +134,7 @@ def test_a_baseline_is_a_plain_file_of_records_and_compares_like_its_run(probe_r
     assert not (probe_runs / "baselines" / "main").exists()  # the records, not a copy of the run folder
     listed = run_cli("baseline", "--results-dir", str(probe_runs), "list")
     assert "main" in listed.stdout and "alone" in listed.stdout
-    code, out, _ = compare(probe_runs, "--baseline", "main", "shared", "--format", "json")
+    code, out, _ = compare(probe_runs, "--baseline", "main", "contended", "--format", "json")
     assert code == 0 and json.loads(out)["comparisons"][0]["base"] == "alone"
     assert run_cli("baseline", "--results-dir", str(probe_runs), "rm", "main").returncode == 0
     assert not (probe_runs / "baselines" / "main.json").exists()
@@ -158,13 +158,13 @@ def test_a_train_run_against_an_edge_run_is_a_clear_mismatch(tmp_path: Path) -> 
     ("args", "message"),
     [
         (("alone", "nope"), "run 'nope' not found"),
-        (("--baseline", "nope", "shared"), "baseline 'nope' not found"),
-        (("alone", "shared", "--fail-on-regression", "five"), "invalid float value: 'five'"),
-        (("alone", "shared", "--format", "xml"), "--format 'xml' is not accepted"),
+        (("--baseline", "nope", "contended"), "baseline 'nope' not found"),
+        (("alone", "contended", "--fail-on-regression", "five"), "invalid float value: 'five'"),
+        (("alone", "contended", "--format", "xml"), "--format 'xml' is not accepted"),
         (("alone",), "needs BASE and at least one NEW"),
-        (("alone", "shared", "--set", "compare.alpha=2"), "compare.alpha"),
+        (("alone", "contended", "--set", "compare.alpha=2"), "compare.alpha"),
         (
-            ("alone", "shared", "--set", "compare.fail_thresholds_pct={fleetbench_nope: 2}"),
+            ("alone", "contended", "--set", "compare.fail_thresholds_pct={fleetbench_nope: 2}"),
             "fleetbench_nope is not a headline metric",
         ),
     ],
@@ -185,7 +185,7 @@ def test_a_folder_without_records_and_a_corrupt_records_file_are_refused(probe_r
     assert code == 2 and "no result records" in err
     damaged = tmp_path / "damaged"
     damaged.mkdir()
-    good = (probe_runs / "shared" / "records.jsonl").read_text()
+    good = (probe_runs / "contended" / "records.jsonl").read_text()
     (damaged / "records.jsonl").write_text(good + '{"run_id": "x", "bench\n')
     code, _, err = compare(probe_runs, "alone", str(damaged))
     assert code == 2 and "records.jsonl:2: not a valid result record" in err and len(err.strip().splitlines()) == 1
@@ -219,7 +219,7 @@ def test_a_record_from_before_headlines_is_named_not_silently_empty(probe_runs: 
     lines = (probe_runs / "alone" / "records.jsonl").read_text().splitlines()
     stripped = [json.dumps({k: v for k, v in json.loads(line).items() if k != "headline"}) for line in lines]
     (old / "records.jsonl").write_text("\n".join(stripped) + "\n")
-    code, out, _ = compare(probe_runs, str(old), "shared", "--format", "json")
+    code, out, _ = compare(probe_runs, str(old), "contended", "--format", "json")
     bench = json.loads(out)["comparisons"][0]["benchmarks"][0]
     assert code == 0 and bench["notes"] == [
         "base has no headline figures (a record written before records carried one)"
@@ -228,7 +228,7 @@ def test_a_record_from_before_headlines_is_named_not_silently_empty(probe_runs: 
 
 def test_a_per_metric_threshold_overrides_the_gate(probe_runs: Path) -> None:
     loose = f"compare.fail_thresholds_pct={{{FLOPS}: 90}}"
-    code, _, err = compare(probe_runs, "alone", "shared", "--fail-on-regression", "5", "--set", loose)
+    code, _, err = compare(probe_runs, "alone", "contended", "--fail-on-regression", "5", "--set", loose)
     assert code == 0 and err == ""
 
 

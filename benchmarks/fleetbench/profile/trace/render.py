@@ -11,29 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fleetbench.profile.display import ABSENT, pct, seconds
 from fleetbench.profile.trace.breakdown import DeviceBreakdown
 from fleetbench.profile.trace.ranks import RankComparison
 from fleetbench.profile.trace.report import TraceReport
 from fleetbench.profile.trace_summary import TraceSummary
 
-ABSENT = "absent"
 BREAKDOWN_COLUMNS = ["span", "compute", "communication", "memory", "idle", "comm overlap"]
-
-
-def pct(value: float | None) -> str:
-    """A 0-1 ratio as a percentage with one decimal."""
-    return ABSENT if value is None else f"{value * 100:.1f}%"
-
-
-def seconds(value: float | None) -> str:
-    """A duration in s, ms or us, whichever reads best."""
-    if value is None:
-        return ABSENT
-    if value >= 1:
-        return f"{value:.3f} s"
-    if value >= 1e-3:
-        return f"{value * 1e3:.3f} ms"
-    return f"{value * 1e6:.1f} us"
 
 
 def time_and_share(value_s: float, span_s: float) -> str:
