@@ -107,3 +107,15 @@ def images(engine: Any, base_seconds: float, tmp_path_factory: pytest.TempPathFa
     from docker_support import build_cold, snapshot_context
 
     return build_cold(engine, base_seconds, snapshot_context(tmp_path_factory.mktemp("context")))
+
+
+@pytest.fixture(scope="session")
+def vulkan() -> None:
+    """A Vulkan adapter (lavapipe on machines without a GPU), or the test skips with the reason."""
+    from fleetbench.edge import gpu
+    from fleetbench.errors import UserError
+
+    try:
+        gpu.select_adapter("vulkan", None, "high-performance")
+    except UserError as exc:
+        pytest.skip(f"no Vulkan adapter here ({exc}); CI installs mesa-vulkan-drivers (lavapipe)")

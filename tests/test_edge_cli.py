@@ -25,17 +25,6 @@ def run_edge_cli(
     return run_cli(*args, cwd=cwd, env=env, timeout=timeout, unset=() if keep_backend else ("WGPU_BACKEND_TYPE",))
 
 
-@pytest.fixture(scope="module")
-def vulkan() -> None:
-    from fleetbench.edge import gpu
-    from fleetbench.errors import UserError
-
-    try:
-        gpu.select_adapter("vulkan", None, "high-performance")
-    except UserError as exc:
-        pytest.skip(f"no Vulkan adapter here ({exc}); CI installs mesa-vulkan-drivers (lavapipe)")
-
-
 def test_edge_command_imports_nothing_heavy() -> None:
     code = (
         "import sys, fleetbench.cli.edge_cmd\n"

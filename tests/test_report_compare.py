@@ -214,17 +214,6 @@ def test_a_bad_base_is_one_line_and_writes_no_report(
 
 
 # --- edge (a Vulkan adapter: lavapipe on machines without a GPU) -------------------------------------
-@pytest.fixture(scope="module")
-def vulkan() -> None:
-    from fleetbench.edge import gpu
-    from fleetbench.errors import UserError
-
-    try:
-        gpu.select_adapter("vulkan", None, "high-performance")
-    except UserError as exc:
-        pytest.skip(f"no Vulkan adapter here ({exc}); CI installs mesa-vulkan-drivers (lavapipe)")
-
-
 @pytest.mark.vulkan
 def test_edge_report_draws_latency_boxes_of_both_runs(vulkan: None, tmp_path: Path) -> None:
     for run_id in ("e1", "e2"):
