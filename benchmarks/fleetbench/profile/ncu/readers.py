@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.errors import UserError
+from fleetbench.profile.ncu.rules import RuleResult, rules_of_action
 
 FLOP_OPS = ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma", "hadd", "hmul", "hfma")
 
@@ -68,6 +69,7 @@ class KernelResult:
     name: str  # full (demangled) kernel name
     device: str
     metrics: dict[str, Value] = field(default_factory=dict)
+    rules: list[RuleResult] = field(default_factory=list)  # NVIDIA's guided analysis, where the file has it
 
 
 @dataclass
@@ -123,6 +125,7 @@ def read_ncu_rep(path: Path) -> NcuReport:
                     name=action.name(action.NameBase_DEMANGLED) or action.name(),
                     device=str(display) if display is not None else "unknown device",
                     metrics=metrics,
+                    rules=rules_of_action(action),
                 )
             )
     if not kernels:
