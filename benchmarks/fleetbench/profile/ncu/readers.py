@@ -202,8 +202,10 @@ def normalise_unit(unit: str) -> tuple[float, str]:
 def parse_value(text: str, unit: str = "") -> Value | None:
     """A CSV cell in the base unit: float when numeric (thousands separators removed), else str."""
     cell = text.strip()
-    if cell == "" or cell.lower() in ("n/a", "nan"):
+    if cell == "" or cell.lower() == "n/a":
         return None
+    if cell.lower() == "nan":  # ncu's mark for a metric it tried and failed to measure (replay failed)
+        return float("nan")
     number = cell.replace(",", "")
     if _NUMBER.match(number):
         factor, _ = normalise_unit(unit)
