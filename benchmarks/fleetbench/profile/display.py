@@ -15,9 +15,9 @@ from rich.table import Table
 
 from fleetbench.profile.capture import CaptureResult
 from fleetbench.profile.classify import DRAM_ROOF, FIXES_SHORT
+from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
-from fleetbench.profile.peaks import Peaks
 from fleetbench.profile.roofline.analysis import Roofline
 from fleetbench.profile.trace_summary import TraceSummary
 

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.ncu.summary import NcuSummary
-from fleetbench.profile.peaks import Peaks
 from fleetbench.profile.trace_summary import TraceSummary
 from fleetbench.telemetry.catalogue import HEADLINES
 from fleetbench.telemetry.session import BenchmarkRun

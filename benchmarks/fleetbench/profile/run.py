@@ -16,9 +16,10 @@ from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import resolve_device
 from fleetbench.profile.capture import capture
 from fleetbench.profile.classify import thresholds_of
+from fleetbench.profile.datasheet import peaks_from_datasheet
 from fleetbench.profile.display import ProfileOutcome, show_profile
 from fleetbench.profile.export import record_ops, record_peaks, record_trace, write_json
-from fleetbench.profile.peaks import local_peaks, peaks_from_datasheet
+from fleetbench.profile.peaks import local_peaks
 from fleetbench.profile.roofline.analysis import analytical_roofline, op_rows, plot_roofline
 from fleetbench.profile.trace_summary import summarize_trace
 from fleetbench.profile.workloads import resolve_workload

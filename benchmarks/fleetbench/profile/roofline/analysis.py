@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.profile.classify import FIXES, FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
+from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.flops import FLOP_SOURCES, VIEW_OPS
 from fleetbench.profile.names import short_name
 from fleetbench.profile.ncu.summary import NcuSummary
-from fleetbench.profile.peaks import Peaks, peaks_from_datasheet
 
 log = logging.getLogger(__name__)
 

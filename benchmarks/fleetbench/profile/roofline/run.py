@@ -13,10 +13,11 @@ from fleetbench.devices import DeviceInfo, resolve_device
 from fleetbench.errors import UserError
 from fleetbench.profile.capture import load_ops
 from fleetbench.profile.classify import thresholds_of
+from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.display import show_roofline
 from fleetbench.profile.export import record_ncu, record_ops, record_peaks, write_json
 from fleetbench.profile.ncu.summary import NcuSummary, summarize_path
-from fleetbench.profile.peaks import Peaks, local_peaks, peaks_from_datasheet
+from fleetbench.profile.peaks import local_peaks
 from fleetbench.profile.roofline.analysis import (
     OpStat,
     Roofline,
