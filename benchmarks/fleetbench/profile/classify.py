@@ -12,6 +12,8 @@ analytical roofline, achieved FLOP/s and bytes/s over the measured peaks):
                  the kernel is under-utilised (too little parallel work, launch overhead, stalls)
   balanced       everything else: both units carry real load, or one leads without saturating
   unknown        a figure is absent from the data; never guessed as zero
+  not_measured   Nsight Compute returned NaN for the kernel (its replay failed): no figure to judge,
+                 and it is left out of every aggregate and chart
 
 An op with tensor bytes but no FLOPs (copies, fills, index ops) is memory traffic, classed by its
 bytes alone (`classify_traffic`): cache_resident above the DRAM roof, memory_bound above the
@@ -37,7 +39,15 @@ class ThresholdSettings(Protocol):
         """The `profile.thresholds` model, whose fields are those of `Thresholds`."""
 
 
-CLASSES: Final = ("memory_bound", "compute_bound", "balanced", "latency_bound", "cache_resident", "unknown")
+CLASSES: Final = (
+    "memory_bound",
+    "compute_bound",
+    "balanced",
+    "latency_bound",
+    "cache_resident",
+    "unknown",
+    "not_measured",
+)
 
 # Achieved bytes/s over the measured DRAM bandwidth above which data must come from caches.
 DRAM_ROOF: Final = 1.0
@@ -56,6 +66,8 @@ FIXES: Final[dict[str, str]] = {
     "neighbours (torch.compile) to keep intermediates on chip and drop the per-op overhead, or give each "
     "call more work; judge it against the cache bandwidth (a smaller profile.peak_copy_mib), not DRAM's",
     "unknown": "collect the missing figures: ncu --set full (or at least --section SpeedOfLight)",
+    "not_measured": "ncu could not replay this kernel: profile it alone (ncu -k <name> -c 1), try "
+    "--replay-mode application (kernels that change their own inputs) and read ncu's ==ERROR== lines",
 }
 
 # The same fixes in a few words, for tables; the record keeps the full sentence.
@@ -66,6 +78,7 @@ FIXES_SHORT: Final[dict[str, str]] = {
     "latency_bound": "more parallel work, fuse or CUDA graphs, occupancy",
     "cache_resident": "fuse with neighbours (torch.compile), more work per call",
     "unknown": "collect the figures: ncu --set full",
+    "not_measured": "replay failed: ncu -k <name> alone, --replay-mode application",
 }
 
 
@@ -138,6 +151,15 @@ def classify_traffic(
     else:
         cls = "latency_bound"
     return Classification(cls, said, FIXES[cls])
+
+
+def not_measured(names: list[str]) -> Classification:
+    """The verdict on a kernel Nsight Compute returned NaN for (`names`: the figures that were NaN)."""
+    return Classification(
+        "not_measured",
+        f"ncu returned NaN for {', '.join(names)}: the kernel was not measured (its replay failed)",
+        FIXES["not_measured"],
+    )
 
 
 def thresholds_of(settings: ThresholdSettings) -> Thresholds:

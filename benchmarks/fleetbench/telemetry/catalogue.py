@@ -123,7 +123,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         # Compute), fleetbench roofline. `kernel` and `op` hold names shortened by
         # fleetbench.profile.names.label (full names stay in the result record); `class` is one of
         # memory_bound, compute_bound, balanced, latency_bound, cache_resident (above the measured
-        # DRAM roof: data from caches), unknown; `category` one of compute,
+        # DRAM roof: data from caches), unknown, not_measured (ncu returned NaN:
+        # replay failed); `category` one of compute,
         # communication, memory, idle; `gpu` the device index in the trace; `source` measured or
         # datasheet.
         _spec("fleetbench_profile_time_share_ratio", "gauge", "ratio",

@@ -26,6 +26,7 @@ from typing import Any
 
 from fleetbench.errors import UserError
 from fleetbench.profile.ncu.rules import RuleResult, rules_of_action
+from fleetbench.profile.ncu.tensor import TENSOR_METRICS
 
 FLOP_OPS = ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma", "hadd", "hmul", "hfma")
 
@@ -52,6 +53,7 @@ WANTED: tuple[str, ...] = (
     "launch__block_size",
     *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed" for op in FLOP_OPS),
     *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in FLOP_OPS),
+    *TENSOR_METRICS,
 )
 
 INSTALL_HINT = "pip install 'fleetbench[ncu]' (NVIDIA's ncu-report package)"

@@ -14,24 +14,37 @@ Definitions (metric names as Nsight Compute spells them; a figure whose inputs a
                   few FLOPs here; its compute SOL still tells the truth.
   DRAM bytes      dram__bytes.sum, else read + write (dram__bytes_read/_write or _op_read/_op_write),
                   else dram__bytes.sum.per_second x duration
+  tensor FLOPs    512 per tensor-pipe instruction, as ncu's tensor roofline counts them (see
+                  fleetbench.profile.ncu.tensor); added to FLOPs, with `tensor` in flop_precisions
+  DRAM (derived)  where the report has DRAM bytes and the duration but no DRAM throughput (a narrow
+                  --metrics list): bytes / duration over the device's peak bandwidth (the report's
+                  own peak counters, else the datasheet table), named in `derived`
   intensity       FLOPs / DRAM bytes
   roofs           peak fp32 FLOP/s = 2 x sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained
                   x sm__cycles_elapsed.avg.per_second; peak DRAM bytes/s =
                   dram__bytes.sum.peak_sustained x dram__cycles_elapsed.avg.per_second
-Launches of the same kernel (same label, see fleetbench.profile.names) are grouped: durations, FLOPs
-and bytes add up, utilisations are averaged weighted by duration.
+A launch ncu returned NaN for (its replay failed) is `not_measured`: its figures are None and it
+is left out of every aggregate. Launches of the same kernel (same label, see
+fleetbench.profile.names) are grouped: durations, FLOPs and bytes add up, utilisations are averaged
+weighted by duration. NVIDIA's own rule results travel with each launch (`rules`), the speed-of-light
+bottleneck rule is compared with our class (`disagreement`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fleetbench.profile.classify import Thresholds, classify
+from fleetbench.profile.classify import Classification, Thresholds, classify, not_measured
+from fleetbench.profile.datasheet import datasheet_peak
 from fleetbench.profile.names import label, short_name
+from fleetbench.profile.ncu.guidance import disagreement
 from fleetbench.profile.ncu.readers import FLOP_OPS, KernelResult, NcuReport, read_report
+from fleetbench.profile.ncu.rules import RuleResult
+from fleetbench.profile.ncu.tensor import tensor_work
 
 DURATION = "gpu__time_duration.sum"
 COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -44,9 +57,19 @@ PRECISIONS = {"fp32": ("fadd", "fmul", "ffma"), "fp64": ("dadd", "dmul", "dfma")
 assert {op for ops in PRECISIONS.values() for op in ops} == set(FLOP_OPS)
 
 
+# The figures a launch is judged on: NaN in any of them means ncu did not measure the launch.
+JUDGED = {DURATION: "duration", COMPUTE_SOL: "compute SOL", MEMORY_SOL: "memory SOL", DRAM_SOL: "DRAM throughput"}
+
+
 def _num(metrics: dict[str, Any], name: str) -> float | None:
+    """A numeric metric; None when absent, a string, or NaN/inf (not measured)."""
     value = metrics.get(name)
-    return float(value) if isinstance(value, float | int) else None
+    return float(value) if isinstance(value, float | int) and math.isfinite(value) else None
+
+
+def unmeasured(metrics: dict[str, Any]) -> list[str]:
+    """The judged figures ncu returned NaN for (its mark of a replay that failed)."""
+    return [said for name, said in JUDGED.items() if isinstance(metrics.get(name), float) and math.isnan(metrics[name])]
 
 
 def _ratio(metrics: dict[str, Any], name: str) -> float | None:
@@ -82,6 +105,13 @@ class KernelSummary:
     reason: str
     fix: str
     absent: list[str] = field(default_factory=list)
+    tensor_flops: float | None = None
+    tensor_pipe_active: float | None = None
+    peak_tensor_flop_per_second: float | None = None
+    tensor_uncounted: str | None = None  # why the launch probably did uncounted tensor-core work
+    derived: dict[str, str] = field(default_factory=dict)  # figure -> how it was derived, and from what
+    rules: list[RuleResult] = field(default_factory=list)  # NVIDIA's guided analysis
+    disagreement: str | None = None  # our class against NVIDIA's bottleneck rule, where they contradict
 
 
 def _flops(metrics: dict[str, Any], duration_s: float | None) -> tuple[float | None, list[str]]:
@@ -121,25 +151,88 @@ def _dram_bytes(metrics: dict[str, Any], duration_s: float | None) -> float | No
     return rate * duration_s if rate is not None and duration_s is not None else None
 
 
-def summarize_kernel(kernel: KernelResult, thresholds: Thresholds | None = None) -> KernelSummary:
-    """Derive one launch's figures from its metrics and classify it by its speed-of-light."""
-    m = kernel.metrics
-    ns = _num(m, DURATION)
-    duration_s = ns * 1e-9 if ns is not None else None
-    flops, precisions = _flops(m, duration_s)
-    dram_bytes = _dram_bytes(m, duration_s)
-    compute, memory = _ratio(m, COMPUTE_SOL), _ratio(m, MEMORY_SOL)
-    verdict = classify(compute, memory, thresholds, "compute SOL", "memory SOL")
-    ffma_peak, sm_hz = (
-        _num(m, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"),
-        _num(m, "sm__cycles_elapsed.avg.per_second"),
+def _bandwidth(metrics: dict[str, Any], device: str) -> tuple[float, str] | None:
+    """The device's peak DRAM bytes/s and where it comes from: the report's counters, else the datasheet."""
+    peak, hz = _num(metrics, "dram__bytes.sum.peak_sustained"), _num(metrics, "dram__cycles_elapsed.avg.per_second")
+    if peak is not None and hz is not None:
+        return peak * hz, "the report's peak counters"
+    sheet = datasheet_peak(device)
+    if sheet is not None:
+        return sheet.memory_bytes_per_second, f"datasheet {sheet.model}"
+    return None
+
+
+def _derived_dram(
+    metrics: dict[str, Any], dram_bytes: float | None, duration_s: float | None, device: str
+) -> tuple[float | None, dict[str, str]]:
+    """The DRAM throughput: measured where the report has it, else bytes / duration over the peak."""
+    measured = _ratio(metrics, DRAM_SOL)
+    if measured is not None or dram_bytes is None or not duration_s:
+        return measured, {}
+    bandwidth = _bandwidth(metrics, device)
+    if bandwidth is None:
+        return None, {}
+    achieved = dram_bytes / duration_s
+    how = (
+        f"DRAM bytes / gpu__time_duration.sum = {achieved / 1e9:.4g} GB/s over the peak "
+        f"{bandwidth[0] / 1e9:.4g} GB/s ({bandwidth[1]}); no {DRAM_SOL} in the report"
     )
-    dram_peak, dram_hz = _num(m, "dram__bytes.sum.peak_sustained"), _num(m, "dram__cycles_elapsed.avg.per_second")
-    absent = [name for name in (DURATION, COMPUTE_SOL, MEMORY_SOL, DRAM_SOL, L1_SOL, L2_SOL) if name not in m]
+    return achieved / bandwidth[0], {"dram_sol": how}
+
+
+def _verdict(
+    metrics: dict[str, Any],
+    sol: tuple[float | None, float | None, float | None],
+    derived: bool,
+    thresholds: Thresholds | None,
+) -> Classification:
+    """Not measured on NaN; else by compute and memory SOL, or DRAM throughput where memory SOL is absent."""
+    nan = unmeasured(metrics)
+    if nan:
+        return not_measured(nan)
+    compute, memory, dram = sol
+    if memory is None and dram is not None:
+        name = "DRAM throughput (derived)" if derived else "DRAM throughput"
+        return classify(compute, dram, thresholds, "compute SOL", name)
+    return classify(compute, memory, thresholds, "compute SOL", "memory SOL")
+
+
+def _absent(metrics: dict[str, Any], flops: float | None, dram_bytes: float | None, device_known: bool) -> list[str]:
+    absent = [name for name in (DURATION, COMPUTE_SOL, MEMORY_SOL, DRAM_SOL, L1_SOL, L2_SOL) if name not in metrics]
     if flops is None:
         absent.append("fp32 FLOP counters (smsp__sass_thread_inst_executed_op_f*_pred_on)")
     if dram_bytes is None:
         absent.append("DRAM byte counters (dram__bytes*)")
+    elif DRAM_SOL not in metrics and not device_known:
+        absent.append("the device's peak bandwidth (unknown GPU: name it with --device to derive DRAM throughput)")
+    return absent
+
+
+def summarize_kernel(
+    kernel: KernelResult, thresholds: Thresholds | None = None, device_name: str | None = None
+) -> KernelSummary:
+    """Derive one launch's figures from its metrics and classify it by its speed-of-light.
+
+    `device_name` names the GPU where the report does not (a CSV or console log says only "device 0").
+    """
+    m = kernel.metrics
+    device = device_name or kernel.device
+    ns = _num(m, DURATION)
+    duration_s = ns * 1e-9 if ns is not None else None
+    fp_flops, precisions = _flops(m, duration_s)
+    tensor = tensor_work(m, kernel.name, duration_s)
+    flops = fp_flops
+    if tensor.flops is not None:
+        flops, precisions = (fp_flops or 0.0) + tensor.flops, [*precisions, "tensor"]
+    dram_bytes = _dram_bytes(m, duration_s)
+    compute, memory = _ratio(m, COMPUTE_SOL), _ratio(m, MEMORY_SOL)
+    dram, derived = _derived_dram(m, dram_bytes, duration_s, device)
+    verdict = _verdict(m, (compute, memory, dram), bool(derived), thresholds)
+    ffma_peak, sm_hz = (
+        _num(m, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"),
+        _num(m, "sm__cycles_elapsed.avg.per_second"),
+    )
+    bandwidth = _bandwidth(m, device)
     per_second = duration_s if duration_s else None
     return KernelSummary(
         index=kernel.index,
@@ -147,11 +240,11 @@ def summarize_kernel(kernel: KernelResult, thresholds: Thresholds | None = None)
         name=kernel.name,
         short=short_name(kernel.name),
         label=label(kernel.name),
-        device=kernel.device,
+        device=device,
         duration_s=duration_s,
         compute_sol=compute,
         memory_sol=memory,
-        dram_sol=_ratio(m, DRAM_SOL),
+        dram_sol=dram,
         l1_sol=_ratio(m, L1_SOL),
         l2_sol=_ratio(m, L2_SOL),
         flops=flops,
@@ -161,11 +254,18 @@ def summarize_kernel(kernel: KernelResult, thresholds: Thresholds | None = None)
         dram_bytes_per_second=dram_bytes / per_second if dram_bytes is not None and per_second else None,
         arithmetic_intensity=flops / dram_bytes if flops is not None and dram_bytes else None,
         peak_fp32_flop_per_second=2 * ffma_peak * sm_hz if ffma_peak is not None and sm_hz is not None else None,
-        peak_dram_bytes_per_second=dram_peak * dram_hz if dram_peak is not None and dram_hz is not None else None,
+        peak_dram_bytes_per_second=bandwidth[0] if bandwidth and bandwidth[1].startswith("the report") else None,
         cls=verdict.cls,
         reason=verdict.reason,
         fix=verdict.fix,
-        absent=absent,
+        absent=_absent(m, flops, dram_bytes, bandwidth is not None),
+        tensor_flops=tensor.flops,
+        tensor_pipe_active=tensor.pipe_active,
+        peak_tensor_flop_per_second=tensor.peak_flop_per_second,
+        tensor_uncounted=tensor.evidence,
+        derived=derived,
+        rules=kernel.rules,
+        disagreement=disagreement(verdict.cls, kernel.rules),
     )
 
 
@@ -189,6 +289,11 @@ class KernelGroup:
     cls: str
     reason: str
     fix: str
+    not_measured: int = 0  # launches ncu returned NaN for, left out of the figures above
+    tensor_flops: float | None = None
+    tensor_uncounted: str | None = None
+    derived: list[str] = field(default_factory=list)  # figures derived rather than measured
+    disagreement: str | None = None
 
 
 def _weighted(kernels: list[KernelSummary], attr: str) -> float | None:
@@ -210,37 +315,68 @@ def _total(kernels: list[KernelSummary], attr: str) -> float | None:
     return None if any(v is None for v in values) else float(sum(values))
 
 
+def _group(key: str, members: list[KernelSummary], thresholds: Thresholds | None) -> KernelGroup:
+    """One kernel's launches: figures over the measured ones, classified again on the weighted SOL."""
+    measured = [k for k in members if k.cls != "not_measured"]
+    first = members[0]
+    if not measured:
+        return KernelGroup(
+            label=key,
+            short=first.short,
+            name=first.name,
+            device=first.device,
+            launches=len(members),
+            duration_s=None,
+            compute_sol=None,
+            memory_sol=None,
+            dram_sol=None,
+            flops=None,
+            flop_per_second=None,
+            dram_bytes=None,
+            arithmetic_intensity=None,
+            cls=first.cls,
+            reason=first.reason,
+            fix=first.fix,
+            not_measured=len(members),
+        )
+    duration = _total(measured, "duration_s")
+    flops, dram_bytes = _total(measured, "flops"), _total(measured, "dram_bytes")
+    compute, memory = _weighted(measured, "compute_sol"), _weighted(measured, "memory_sol")
+    dram = _weighted(measured, "dram_sol")
+    derived = sorted({figure for k in measured for figure in k.derived})
+    verdict = _verdict({}, (compute, memory, dram), "dram_sol" in derived, thresholds)
+    rules = [rule for k in measured for rule in k.rules]
+    return KernelGroup(
+        label=key,
+        short=first.short,
+        name=first.name,
+        device=first.device,
+        launches=len(members),
+        duration_s=duration,
+        compute_sol=compute,
+        memory_sol=memory,
+        dram_sol=dram,
+        flops=flops,
+        flop_per_second=flops / duration if flops is not None and duration else None,
+        dram_bytes=dram_bytes,
+        arithmetic_intensity=flops / dram_bytes if flops is not None and dram_bytes else None,
+        cls=verdict.cls,
+        reason=verdict.reason,
+        fix=verdict.fix,
+        not_measured=len(members) - len(measured),
+        tensor_flops=_total(measured, "tensor_flops"),
+        tensor_uncounted=next((k.tensor_uncounted for k in measured if k.tensor_uncounted), None),
+        derived=derived,
+        disagreement=disagreement(verdict.cls, rules),
+    )
+
+
 def group_kernels(kernels: list[KernelSummary], thresholds: Thresholds | None = None) -> list[KernelGroup]:
     """Launches grouped by label and classified again on their weighted figures, longest total first."""
     by_label: dict[str, list[KernelSummary]] = defaultdict(list)
     for kernel in kernels:
         by_label[kernel.label].append(kernel)
-    groups = []
-    for key, members in by_label.items():
-        duration = _total(members, "duration_s")
-        flops, dram_bytes = _total(members, "flops"), _total(members, "dram_bytes")
-        compute, memory = _weighted(members, "compute_sol"), _weighted(members, "memory_sol")
-        verdict = classify(compute, memory, thresholds, "compute SOL", "memory SOL")
-        groups.append(
-            KernelGroup(
-                label=key,
-                short=members[0].short,
-                name=members[0].name,
-                device=members[0].device,
-                launches=len(members),
-                duration_s=duration,
-                compute_sol=compute,
-                memory_sol=memory,
-                dram_sol=_weighted(members, "dram_sol"),
-                flops=flops,
-                flop_per_second=flops / duration if flops is not None and duration else None,
-                dram_bytes=dram_bytes,
-                arithmetic_intensity=flops / dram_bytes if flops is not None and dram_bytes else None,
-                cls=verdict.cls,
-                reason=verdict.reason,
-                fix=verdict.fix,
-            )
-        )
+    groups = [_group(key, members, thresholds) for key, members in by_label.items()]
     return sorted(groups, key=lambda g: g.duration_s or 0.0, reverse=True)
 
 
@@ -260,9 +396,11 @@ class NcuSummary:
         return asdict(self)
 
 
-def summarize_report(report: NcuReport, thresholds: Thresholds | None = None) -> NcuSummary:
+def summarize_report(
+    report: NcuReport, thresholds: Thresholds | None = None, device_name: str | None = None
+) -> NcuSummary:
     """Summarise every launch of a report that has been read, then group them by kernel."""
-    kernels = [summarize_kernel(k, thresholds) for k in report.kernels]
+    kernels = [summarize_kernel(k, thresholds, device_name) for k in report.kernels]
     devices = sorted({k.device for k in kernels})
     return NcuSummary(
         path=report.path,
@@ -274,9 +412,9 @@ def summarize_report(report: NcuReport, thresholds: Thresholds | None = None) ->
     )
 
 
-def summarize_path(path: Path, thresholds: Thresholds | None = None) -> NcuSummary:
-    """Read an .ncu-rep or ncu CSV file and summarise it."""
-    return summarize_report(read_report(path), thresholds)
+def summarize_path(path: Path, thresholds: Thresholds | None = None, device_name: str | None = None) -> NcuSummary:
+    """Read an .ncu-rep, ncu CSV or ncu console log and summarise it (`device_name`: see summarize_kernel)."""
+    return summarize_report(read_report(path), thresholds, device_name)
 
 
 def overview(summary: NcuSummary, top: int) -> dict[str, Any]:
