@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from fleetbench import jsonio
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 from fleetbench.errors import UserError
 
@@ -150,7 +150,7 @@ def handle_info(args: argparse.Namespace, console: Console) -> int:
     backend = gpu.resolve_backend(args.backend or "auto")
     chosen = gpu.report(gpu.select_adapter(backend, args.adapter, "high-performance"))
     if args.json:
-        print(json.dumps(chosen.as_dict(), indent=2))
+        print(jsonio.dumps(chosen.as_dict(), indent=2))
         return 0
     for adapter in gpu.enumerate_adapters(backend):
         rep = gpu.report(adapter)

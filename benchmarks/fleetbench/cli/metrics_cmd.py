@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from fleetbench import jsonio
 from fleetbench.config.schema import validate_pushgateway_url
 from fleetbench.errors import UserError
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, SPOOL_FOLDER, default_spool_dir
@@ -43,7 +43,7 @@ def handle_catalogue(args: argparse.Namespace, console: Console) -> int:
     """Print every catalogue metric on stdout, as a table or (--json) a list of objects."""
     if args.json:
         print(
-            json.dumps(
+            jsonio.dumps(
                 [
                     {"name": s.name, "type": s.kind, "unit": s.unit, "help": s.help, "labels": list(s.label_names)}
                     for s in CATALOGUE.values()

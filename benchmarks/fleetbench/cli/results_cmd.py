@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
+from fleetbench import jsonio
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs, read_records
 
 
@@ -54,5 +54,5 @@ def handle_show(args: argparse.Namespace, console: Console) -> int:
             f"[bold]{record.benchmark}[/] rank {record.rank} on {record.host} "
             f"({record.device}, {record.backend}): {record.status} in {record.duration_s:.1f} s"
         )
-        console.print(json.dumps(record.summary, indent=2))
+        console.print(jsonio.dumps(record.summary, indent=2))
     return 0

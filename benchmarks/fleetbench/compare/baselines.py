@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fleetbench import jsonio
 from fleetbench.errors import UserError
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import utc_now
@@ -68,7 +69,7 @@ def set_baseline(results_root: Path, name: str, run_id: str, source: Path, recor
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}-", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1, allow_nan=False)
+            jsonio.dump(payload, handle, indent=1)
             handle.write("\n")
         os.replace(tmp, path)
     except OSError as exc:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from typing import Any
 
+from fleetbench import jsonio
 from fleetbench.compare.gate import Regression
 from fleetbench.compare.matching import BenchmarkComparison, Comparison, Row
 from fleetbench.telemetry.catalogue import spec
@@ -179,4 +179,4 @@ def to_json(comparisons: list[Comparison], failures: list[Regression]) -> str:
         "rows": to_records(comparisons),
         "regressions": [f.describe() for f in failures],
     }
-    return json.dumps(payload, indent=1, allow_nan=False) + "\n"
+    return jsonio.dumps(payload, indent=1) + "\n"

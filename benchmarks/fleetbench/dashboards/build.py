@@ -20,6 +20,7 @@ from grafana_foundation_sdk.models.dashboard import (
 )
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
+from fleetbench import jsonio
 from fleetbench.dashboards.definition import Dashboard, Panel, Variable
 
 GRID_WIDTH = 24
@@ -107,13 +108,13 @@ def to_grafana(dashboard: Dashboard) -> dict[str, Any]:
             builder = builder.with_panel(_panel(panel, panel_id, GridPos(h=panel.height, w=panel.width, x=x, y=y)))
             panel_id, x, row_height = panel_id + 1, x + panel.width, max(row_height, panel.height)
         y += row_height
-    result: dict[str, Any] = json.loads(json.dumps(builder.build(), cls=JSONEncoder))
+    result: dict[str, Any] = json.loads(jsonio.dumps(builder.build(), cls=JSONEncoder))
     return result
 
 
 def render_json(dashboard: Dashboard) -> str:
     """The dashboard's JSON file text (sorted keys, so regeneration diffs are stable)."""
-    return json.dumps(to_grafana(dashboard), indent=2, sort_keys=True) + "\n"
+    return jsonio.dumps(to_grafana(dashboard), indent=2, sort_keys=True) + "\n"
 
 
 def write_all(dashboards: list[Dashboard], out_dir: Path) -> list[Path]:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import csv
-import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
+from fleetbench import jsonio
 from fleetbench.edge.rows import KernelRow
 
 
@@ -21,16 +20,7 @@ def _atomic_text(path: Path, text: str) -> None:
 def write_json(path: Path, payload: dict[str, Any]) -> None:
     """Write `payload` as indented JSON, atomically, with NaN and infinities as null."""
 
-    def clean(value: Any) -> Any:
-        if isinstance(value, float) and not math.isfinite(value):
-            return None
-        if isinstance(value, dict):
-            return {k: clean(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [clean(v) for v in value]
-        return value
-
-    _atomic_text(path, json.dumps(clean(payload), indent=2) + "\n")
+    _atomic_text(path, jsonio.dumps(payload, indent=2) + "\n")
 
 
 def write_csv(path: Path, rows: list[KernelRow]) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetbench import jsonio
 from fleetbench.edge.model_factory import BuiltModel, build
 from fleetbench.edge.native import native_stderr, optional_module
 from fleetbench.errors import UserError
@@ -176,7 +177,7 @@ def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge
             "export_seconds": export_s,
             "lower_seconds": time.perf_counter() - started,
         }
-        _write_atomic(sidecar_path(path), json.dumps(sidecar, indent=2).encode())
+        _write_atomic(sidecar_path(path), jsonio.dumps(sidecar, indent=2).encode())
         results.append(ExportResult(name, path, delegated, time.perf_counter() - started))
     return results
 

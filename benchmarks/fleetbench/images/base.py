@@ -9,7 +9,6 @@ two; it is skipped when an image with the same recipe label exists.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from fleetbench import jsonio
 from fleetbench.errors import UserError
 from fleetbench.images.specs import LOCAL_BASE_TAG, local_base
 
@@ -87,7 +87,7 @@ def sources(mirror: str, security: str) -> str:
 def recipe_hash() -> str:
     """A short hash of what goes into the base; a base labelled with another one is made again."""
     recipe = {"v": RECIPE_VERSION, "suite": SUITE, "packages": PACKAGES, "apt": APT_CONF, "dpkg": DPKG_SLIM}
-    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+    return hashlib.sha256(jsonio.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def base_exists(client: docker.DockerClient, ref: str) -> bool:

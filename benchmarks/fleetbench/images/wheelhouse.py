@@ -33,6 +33,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from fleetbench import jsonio
 from fleetbench.errors import UserError
 from fleetbench.images.specs import IMAGES, ImageSpec, Wheels
 
@@ -151,7 +152,7 @@ def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelh
     common, additions = requirement_sets(context, wheels, torch)
     target = _pip_target_args(wheels)
     inputs = {"layout": 2, "common": common, "additions": additions, "target": target}
-    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(jsonio.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     rel = f"{WHEELHOUSE_DIR}/{wheels.key}"
     path = (context / rel).resolve()
     kept = _unchanged(path, rel, digest)
@@ -175,7 +176,7 @@ def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelh
         _refuse_cuda_torch(set(common_files) | {f for _, own in per_image.values() for f in own})
     layout = _lay_out(partial, common_files, per_image)
     (partial / "wheelhouse.json").write_text(
-        json.dumps({"digest": digest, "inputs": inputs, "files": layout}, indent=1) + "\n"
+        jsonio.dumps({"digest": digest, "inputs": inputs, "files": layout}, indent=1) + "\n"
     )
     shutil.rmtree(path, ignore_errors=True)
     partial.rename(path)

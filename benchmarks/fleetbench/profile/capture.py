@@ -29,6 +29,7 @@ from typing import Any
 from torch._C._profiler import _ExtraFields_TorchOp
 from torch.profiler import DeviceType, ProfilerActivity, profile, schedule
 
+from fleetbench import jsonio
 from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.profile.flops import VIEW_OPS, Arg, args_from_event, args_from_tree, count_call, main_dtype
@@ -227,7 +228,7 @@ def capture(
     needs_lists = any("TensorList" in map(str, getattr(e, "input_dtypes", []) or []) for e in events)
     ops = op_stats(events, on_gpu, tensor_list_calls(prof) if needs_lists else None)
     files["ops"] = out_dir / "ops.json"
-    files["ops"].write_text(json.dumps([asdict(op) for op in ops], indent=1), encoding="utf-8")
+    files["ops"].write_text(jsonio.dumps([asdict(op) for op in ops], indent=1), encoding="utf-8")
     return CaptureResult(
         out_dir=out_dir,
         files=files,

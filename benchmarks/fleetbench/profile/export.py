@@ -7,10 +7,10 @@ when the catalogue lists its metric among the headlines of that run's benchmark.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from fleetbench import jsonio
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.trace_summary import TraceSummary
@@ -20,7 +20,7 @@ from fleetbench.telemetry.session import BenchmarkRun
 
 def write_json(path: Path, data: Any) -> Path:
     """Indented JSON of a summary the run keeps beside its record."""
-    path.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
+    path.write_text(jsonio.dumps(data, indent=1, default=str), encoding="utf-8")
     return path
 
 

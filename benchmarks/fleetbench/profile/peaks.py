@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from rich.console import Console
 
+from fleetbench import jsonio
 from fleetbench.config.schema import ProfileConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.probe.compute import ProbeResult, copy_probe, dtype_name, matmul_probe, time_op
@@ -158,7 +159,7 @@ def measured_peaks(
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(entry, indent=2), encoding="utf-8")
+            tmp.write_text(jsonio.dumps(entry, indent=2), encoding="utf-8")
             os.replace(tmp, path)
         except OSError as exc:
             warn(f"peak cache {path} not written ({exc.strerror or exc}); peaks will be measured again")

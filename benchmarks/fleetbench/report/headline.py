@@ -9,12 +9,12 @@ Records written before headlines existed show a few scalar summary keys instead.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from html import escape
 from typing import Any
 
+from fleetbench import jsonio
 from fleetbench.compare.formats import human, short_metric
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.telemetry.catalogue import CATALOGUE, HEADLINES
@@ -201,6 +201,6 @@ def headline_cell(record: ResultRecord) -> str:
         items = fallback_items(record.summary)
     if items:
         parts.append(f'<ul class="figures">{"".join(items)}</ul>')
-    full = json.dumps(record.summary, indent=2, default=str)
+    full = jsonio.dumps(record.summary, indent=2, default=str)
     parts.append(f"<details><summary>full summary</summary><pre>{escape(full)}</pre></details>")
     return "".join(parts)

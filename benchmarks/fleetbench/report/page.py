@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 
+from fleetbench import jsonio
 from fleetbench.dashboards.definition import Dashboard
 from fleetbench.report.headline import headline_cell
 from fleetbench.results.record import ResultRecord
@@ -65,7 +65,7 @@ def render_page(
         for p in artifacts
     )
     configs = "".join(
-        f"<h3>{html.escape(r.benchmark)} (rank {r.rank})</h3><pre>{html.escape(json.dumps(r.config, indent=2))}</pre>"
+        f"<h3>{html.escape(r.benchmark)} (rank {r.rank})</h3><pre>{html.escape(jsonio.dumps(r.config, indent=2))}</pre>"
         for r in records
         if r.rank == 0
     )

@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from fleetbench import jsonio
 from fleetbench.errors import UserError
 
 
@@ -26,7 +27,7 @@ class SpoolEntry:
     def group_id(self) -> str:
         """A file name for the entry's Pushgateway group, so a newer entry replaces an older one."""
         # A push replaces its whole group, so the newest entry for a group is the only one worth keeping.
-        key = json.dumps([self.gateway, self.job, sorted(self.grouping_key.items())])
+        key = jsonio.dumps([self.gateway, self.job, sorted(self.grouping_key.items())])
         return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
@@ -43,7 +44,7 @@ class Spool:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(asdict(entry), handle)
+                jsonio.dump(asdict(entry), handle)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(tmp, target)

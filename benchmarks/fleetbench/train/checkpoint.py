@@ -29,6 +29,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 
+from fleetbench import jsonio
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
@@ -88,7 +89,7 @@ class Checkpointer:
         state = {
             "model": get_model_state_dict(model),
             "optim": get_optimizer_state_dict(model, optimizer),
-            "train": json.dumps(train_state, sort_keys=True),
+            "train": jsonio.dumps(train_state, sort_keys=True),
             "rng": {f"rank{self.rank}": _rng_state(self.device)},
         }
         dcp_saver.save(state, checkpoint_id=str(partial))

@@ -8,11 +8,16 @@ one that died), so the plot and anyone comparing runs see the whole run. When a 
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
+
+from fleetbench import jsonio
 
 HISTORY_FILE = "train_steps.jsonl"
+NULLABLE = frozenset({"mfu"})  # None in memory too; any other null in the file is a NaN (a diverged loss)
 
 
 @dataclass(frozen=True)
@@ -41,8 +46,8 @@ class HistoryWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     def append(self, row: StepRow) -> None:
-        """Write one row as one JSON line, in a single append."""
-        os.write(self._fd, (json.dumps(asdict(row)) + "\n").encode())
+        """Write one row as one JSON line, in a single append (a NaN, a diverged loss, as null)."""
+        os.write(self._fd, (jsonio.dumps(asdict(row)) + "\n").encode())
 
     def close(self) -> None:
         """Close the file."""
@@ -58,6 +63,10 @@ def read_history(run_dir: Path) -> list[StepRow]:
     with path.open(encoding="utf-8") as handle:
         for line in handle:
             if line.strip():
-                row = StepRow(**json.loads(line))
+                data: dict[str, Any] = json.loads(line)
+                values: dict[str, Any] = {
+                    k: math.nan if v is None and k not in NULLABLE else v for k, v in data.items()
+                }
+                row = StepRow(**values)
                 latest[row.step] = row
     return [latest[step] for step in sorted(latest)]

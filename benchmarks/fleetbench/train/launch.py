@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
+from fleetbench import jsonio
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import TrainConfig
 from fleetbench.errors import UserError
@@ -170,7 +171,7 @@ def write_worker_error(exc: BaseException, exit_code: int) -> None:
     message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
     path = Path(folder) / f"attempt{int(attempt):04d}-rank{int(rank):06d}.json"
     path.write_text(
-        json.dumps(
+        jsonio.dumps(
             {
                 "rank": int(rank),
                 "attempt": int(attempt),

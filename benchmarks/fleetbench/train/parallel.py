@@ -8,7 +8,6 @@ else the CPU with gloo (and an explicit CPU device mesh), each overridable.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,6 +18,7 @@ import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+from fleetbench import jsonio
 from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
@@ -157,7 +157,7 @@ def broadcast_object(value: Any, src: int = 0) -> Any:
 
 def agree(what: str, value: Any) -> None:
     """Every rank must hold the same `value` (config, corpus); name the first rank that differs."""
-    digest = hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(jsonio.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
     digests: list[str | None] = [None] * dist.get_world_size()
     dist.all_gather_object(digests, digest)
     for rank, other in enumerate(digests):

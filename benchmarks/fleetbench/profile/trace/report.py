@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleetbench import jsonio
 from fleetbench.profile.trace.load import find_traces
 from fleetbench.profile.trace.ranks import RankComparison, compare_ranks, plot_ranks
 from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
@@ -35,7 +35,7 @@ class TraceReport:
 
     def to_json(self) -> str:
         """The report as strict JSON text."""
-        return json.dumps(self.to_dict(), indent=1, allow_nan=False)
+        return jsonio.dumps(self.to_dict(), indent=1)
 
 
 def chart_dir(paths: list[Path], out_dir: Path | None) -> Path:
