@@ -1,4 +1,4 @@
-"""Read Nsight Compute results: .ncu-rep through NVIDIA's `ncu_report`, and `ncu --csv` exports.
+"""Read Nsight Compute results: .ncu-rep through NVIDIA's `ncu_report`, `ncu --csv` exports, console output.
 
 Every reader returns the same thing: one `KernelResult` per profiled launch, holding the metrics
 of `WANTED` that the file has, in ncu's base units (time in ns, bytes, rates per second, `%`).
@@ -11,7 +11,11 @@ CSV exports come in two layouts, both accepted:
                   may hold the units
 Program output and `==PROF==` lines before the header are skipped; values may carry thousands
 separators (`134,221,568`); units may be scaled (`usecond`, `us`, `ms`, `Gbyte/second`,
-`cycle/nsecond`) and are converted to the base units.
+`cycle/nsecond`) and are converted to the base units. A row cut short (a file cut off) or a text
+where a number belongs is left out with a warning in NcuReport.notes, never summarised silently.
+
+ncu's plain console output (`ncu ./app`, or a log of it) is read by fleetbench.profile.ncu.console;
+`read_report` tells the three apart by their content.
 """
 
 from __future__ import annotations
@@ -19,7 +23,13 @@ from __future__ import annotations
 import csv
 import importlib
 import io
+import math
+import os
 import re
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +68,12 @@ WANTED: tuple[str, ...] = (
 
 INSTALL_HINT = "pip install 'fleetbench[ncu]' (NVIDIA's ncu-report package)"
 REP_MAGIC = b"NVR\x00"
+TEXT_METRICS = frozenset({"device__attribute_display_name"})  # every other WANTED metric is a number
+MAX_WARNINGS = 10  # of one kind per file; the rest are counted in one more note
+EXPECTED = (
+    'fleetbench reads an .ncu-rep, an `ncu --csv` export (a header row starting with "ID") or ncu\'s console '
+    "output (launch lines 'NAME (GRID)x(BLOCK), Context N, Stream N, ...' followed by 'Section:' tables)"
+)
 
 Value = float | str
 
@@ -76,66 +92,162 @@ class KernelResult:
 
 @dataclass
 class NcuReport:
-    """Every launch a report holds, in file order; `notes` keeps ncu's `==` lines from a CSV."""
+    """Every launch a report holds, in file order; `notes` keeps ncu's `==` lines and the reader's warnings."""
 
     path: str
-    format: str  # ncu-rep, csv-details, csv-raw
+    format: str  # ncu-rep, csv-details, csv-raw, console
     kernels: list[KernelResult]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # ncu's `==` lines, then "warning: ..." on damaged input
 
 
 def read_report(path: Path) -> NcuReport:
-    """Dispatch on the content: the .ncu-rep magic, else ncu CSV text."""
+    """Dispatch on the content: the .ncu-rep magic, else an ncu CSV header row, else ncu's console output."""
     if not path.is_file():
-        raise UserError(f"report {path} not found; pass a .ncu-rep file or an ncu --csv export")
-    with path.open("rb") as handle:
-        head = handle.read(4)
+        raise UserError(f"report {path} not found; pass a .ncu-rep file, an ncu --csv export or ncu's console output")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as exc:
+        raise UserError(f"report {path} cannot be read: {exc.strerror or exc}") from None
     if head == REP_MAGIC or path.suffix in (".ncu-rep", ".ncu-repz"):
         return read_ncu_rep(path)
-    return read_ncu_csv(path)
+    from fleetbench.profile.ncu.console import looks_like_console, parse_console  # console imports this module
+
+    text = _read_text(path)
+    preamble, body = _split_preamble(text)
+    if body:
+        return _csv_report(path, preamble, body)
+    if looks_like_console(text):
+        return parse_console(path, text)
+    raise UserError(_no_kernel_data(path, preamble))
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig", errors="replace")
+    except OSError as exc:
+        raise UserError(f"report {path} cannot be read: {exc.strerror or exc}") from None
+
+
+def _no_kernel_data(path: Path, lines: list[str]) -> str:
+    """One line: the file holds no launches; what ncu said about its capture, else what was expected."""
+    said = [ln.strip() for ln in lines if ln.startswith("==ERROR==")]
+    said = said or [ln.strip() for ln in lines if ln.startswith("==WARNING==") and "No kernels were profiled" in ln]
+    if said:
+        return (
+            f"report {path} holds no kernel data: the capture failed (ncu said {said[-1]!r}); fix the program and "
+            "capture again"
+        )
+    return f"report {path} holds no kernel data: {EXPECTED}; this file is none of these"
+
+
+def _capped(notes: list[str], warnings: list[str]) -> None:
+    """Add warnings of one kind to the notes, the first MAX_WARNINGS of them and a count of the rest."""
+    notes.extend(warnings[:MAX_WARNINGS])
+    if len(warnings) > MAX_WARNINGS:
+        notes.append(f"warning: ... and {len(warnings) - MAX_WARNINGS} more like these")
 
 
 # --- .ncu-rep ---------------------------------------------------------------------------------------
 def read_ncu_rep(path: Path) -> NcuReport:
-    """Read a .ncu-rep with NVIDIA's ncu_report; UserError when that module is missing or no kernel is in it."""
+    """Read a .ncu-rep with NVIDIA's ncu_report.
+
+    A launch without a name is what a report cut off (or otherwise damaged) leaves: it is left out with a
+    warning in the notes. UserError when ncu_report is missing, cannot load the file, fails while reading
+    it, or when no whole launch is in it; the C++ layer's own complaints go into that message or the
+    notes instead of onto the terminal.
+    """
     try:
         ncu_report = importlib.import_module("ncu_report")  # NVIDIA's SWIG module: no type information
     except ImportError:
         raise UserError(f"reading {path.name} needs NVIDIA's ncu_report module: {INSTALL_HINT}") from None
-    try:
-        context = ncu_report.load_report(str(path))
-    except Exception as exc:  # the SWIG layer raises assorted types for unreadable files
-        raise UserError(f"report {path} could not be loaded by ncu_report: {exc}") from None
-    kernels: list[KernelResult] = []
-    for range_index in range(context.num_ranges()):
-        profiled_range = context.range_by_idx(range_index)
-        for action_index in range(profiled_range.num_actions()):
-            action = profiled_range.action_by_idx(action_index)
-            metrics: dict[str, Value] = {}
-            for name in WANTED:
-                metric = action.metric_by_name(name)
-                if metric is None or not metric.has_value():
-                    continue
-                value = _rep_value(metric)
-                if value is not None:
-                    metrics[name] = value
-            display = metrics.get("device__attribute_display_name")
-            kernels.append(
-                KernelResult(
-                    index=len(kernels),
-                    id=f"{range_index}:{action_index}",
-                    name=action.name(action.NameBase_DEMANGLED) or action.name(),
-                    device=str(display) if display is not None else "unknown device",
-                    metrics=metrics,
-                    rules=rules_of_action(action),
-                )
-            )
+    notes: list[str] = []
+    with _native_stderr() as said:
+        try:
+            context = ncu_report.load_report(str(path))
+            kernels = _rep_kernels(context, notes)
+        except Exception as exc:  # the SWIG layer raises assorted types for unreadable or damaged files
+            failure: Exception | None = exc
+        else:
+            failure = None
+    why = f" (ncu_report said {said[0]!r})" if said else ""
+    if failure is not None:
+        raise UserError(f"report {path} is damaged (cut off?): ncu_report failed reading it: {failure}{why}")
+    if not kernels and notes:
+        raise UserError(f"report {path} is damaged (cut off?): no launch in it is whole{why}")
     if not kernels:
         raise UserError(
             f"report {path} holds no profiled kernels (empty, damaged, or not an Nsight "
             "Compute report); re-run the capture, e.g. fleetbench ncu run -- python script.py"
         )
-    return NcuReport(path=str(path), format="ncu-rep", kernels=kernels)
+    damage = [f"warning: report {path.name} is damaged (cut off?): ncu_report said {line!r}" for line in said[:1]]
+    return NcuReport(path=str(path), format="ncu-rep", kernels=kernels, notes=damage + notes)
+
+
+def _rep_kernels(context: Any, notes: list[str]) -> list[KernelResult]:
+    """Every named launch of a loaded report; a nameless one is left out with a note."""
+    kernels: list[KernelResult] = []
+    skipped: list[str] = []
+    for range_index in range(context.num_ranges()):
+        profiled_range = context.range_by_idx(range_index)
+        for action_index in range(profiled_range.num_actions()):
+            action = profiled_range.action_by_idx(action_index)
+            name = action.name(action.NameBase_DEMANGLED) or action.name()
+            if not name:
+                skipped.append(f"warning: launch {range_index}:{action_index} has no kernel name (damaged); left out")
+                continue
+            metrics = _rep_metrics(action)
+            display = metrics.get("device__attribute_display_name")
+            kernels.append(
+                KernelResult(
+                    index=len(kernels),
+                    id=f"{range_index}:{action_index}",
+                    name=str(name),
+                    device=str(display) if display is not None else "unknown device",
+                    metrics=metrics,
+                    rules=rules_of_action(action),
+                )
+            )
+    _capped(notes, skipped)
+    return kernels
+
+
+def _rep_metrics(action: Any) -> dict[str, Value]:
+    metrics: dict[str, Value] = {}
+    for name in WANTED:
+        metric = action.metric_by_name(name)
+        if metric is None or not metric.has_value():
+            continue
+        value = _rep_value(metric)
+        if value is not None:
+            metrics[name] = value
+    return metrics
+
+
+@contextmanager
+def _native_stderr() -> Iterator[list[str]]:
+    """Hold what native code writes to file descriptor 2 meanwhile; yields its log messages once the block ends.
+
+    ncu_report's protobuf layer logs parse errors of a damaged report there (`E0000 ... ] Can't parse
+    message ...`): they belong in the one line that says the report is damaged, not on the terminal.
+    """
+    said: list[str] = []
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no file descriptor 2 to take over
+        yield said
+        return
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield said
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = sink.read().decode("utf-8", errors="replace")
+            said.extend(match[1].strip() for match in re.finditer(r"^[EWF]\d{4} [^\]\n]*\] (.+)$", text, re.M))
 
 
 def _rep_value(metric: Any) -> Value | None:
@@ -165,7 +277,6 @@ _TIME_NS = {
     "second": 1e9,
     "sec": 1e9,
 }
-_TIME_S = {unit: factor * 1e-9 for unit, factor in _TIME_NS.items()}
 _BASES = ("byte", "cycle", "inst", "sector", "request", "warp", "thread", "block", "hz", "flop", "pass")
 _NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
 
@@ -191,9 +302,9 @@ def normalise_unit(unit: str) -> tuple[float, str]:
         numerator, denominator = (part.strip() for part in unit.split("/", 1))
         num = _scale(numerator)
         num_factor, num_base = num if num is not None else (1.0, numerator)
-        if denominator in _TIME_S:
+        if denominator in _TIME_NS:
             base = "hz" if num_base == "cycle" else f"{num_base}/s"
-            return num_factor / _TIME_S[denominator], base
+            return num_factor * 1e9 / _TIME_NS[denominator], base  # 1e9 / 1e3, not 1 / 1e-6: exact
         return num_factor, f"{num_base}/{denominator}"
     scaled = _scale(unit)
     if scaled is not None:
@@ -202,7 +313,11 @@ def normalise_unit(unit: str) -> tuple[float, str]:
 
 
 def parse_value(text: str, unit: str = "") -> Value | None:
-    """A CSV cell in the base unit: float when numeric (thousands separators removed), else str."""
+    """A cell in the base unit: float when numeric (thousands separators removed), else str (the text itself).
+
+    Empty and `n/a` are None (absent); `nan` is NaN (ncu tried and failed to measure); a number past
+    the float range (`1e999`) is no measurement either and stays text.
+    """
     cell = text.strip()
     if cell == "" or cell.lower() == "n/a":
         return None
@@ -211,7 +326,8 @@ def parse_value(text: str, unit: str = "") -> Value | None:
     number = cell.replace(",", "")
     if _NUMBER.match(number):
         factor, _ = normalise_unit(unit)
-        return float(number) * factor
+        value = float(number) * factor
+        return value if math.isfinite(value) else cell
     return cell
 
 
@@ -227,52 +343,101 @@ def _split_preamble(text: str) -> tuple[list[str], str]:
 
 def read_ncu_csv(path: Path) -> NcuReport:
     """Read an `ncu --csv` export (details or raw page); UserError when it has no kernel rows."""
-    try:
-        text = path.read_text(encoding="utf-8-sig", errors="replace")
-    except OSError as exc:
-        raise UserError(f"report {path} cannot be read: {exc.strerror or exc}") from None
-    preamble, body = _split_preamble(text)
+    preamble, body = _split_preamble(_read_text(path))
     if not body:
-        errors = [ln.strip() for ln in preamble if ln.startswith("==ERROR==")]
-        why = f" (ncu said {errors[-1]!r})" if errors else ""
-        raise UserError(
-            f'report {path} holds no kernel data: no ncu CSV header row starting with "ID"; '
-            f"the capture failed{why}; fix the program and capture again"
-        )
-    rows = list(csv.reader(io.StringIO(body)))
-    header = rows[0]
+        raise UserError(_no_kernel_data(path, preamble))
+    return _csv_report(path, preamble, body)
+
+
+def _csv_report(path: Path, preamble: list[str], body: str) -> NcuReport:
+    """The launches of a CSV export from its header row on; warnings for rows cut short or texts for numbers."""
+    try:
+        rows = list(csv.reader(io.StringIO(body)))
+    except csv.Error as exc:
+        raise UserError(f"report {path} is not a readable ncu CSV export: {exc}") from None
+    header, rows = rows[0], rows[1:]
     notes = [ln for ln in preamble if ln.startswith("==")]
+    if rows and _cut_off(body):
+        notes.append(f"warning: {path.name}: its last row is cut off (the file ends inside it); left out")
+        rows = rows[:-1]
+    warnings = _Warnings(path.name)
     if "Metric Name" in header and "Metric Value" in header:
-        kernels = _details(header, rows[1:])
+        kernels = _details(header, rows, warnings)
         layout = "csv-details"
     else:
-        kernels = _raw(header, rows[1:])
+        kernels = _raw(header, rows, warnings)
         layout = "csv-raw"
+    warnings.into(notes)
     if not kernels:
         raise UserError(f"report {path} has a CSV header but no kernel rows; no kernels were profiled")
     return NcuReport(path=str(path), format=layout, kernels=kernels, notes=notes)
 
 
-def _details(header: list[str], rows: list[list[str]]) -> list[KernelResult]:
+def _cut_off(body: str) -> bool:
+    """ncu quotes every cell and ends every row with a newline: a last line without either was cut."""
+    if body.endswith(("\n", "\r")):
+        return False
+    return not body.rsplit("\n", 1)[-1].rstrip().endswith('"')
+
+
+@dataclass
+class _Warnings:
+    """What a CSV reader left out and why, as capped notes."""
+
+    name: str
+    short_rows: list[str] = field(default_factory=list)
+    not_numbers: list[str] = field(default_factory=list)
+
+    def short(self, number: int, row: list[str], needed: int) -> None:
+        self.short_rows.append(
+            f"warning: {self.name}: row {number} has {len(row)} cells, fewer than the {needed} its columns need "
+            "(cut off?); left out"
+        )
+
+    def checked(self, kernel: str, metric: str, text: str, unit: str) -> Value | None:
+        """The value of a WANTED cell; a text where a number belongs is left out with a warning."""
+        value = parse_value(text, unit)
+        if isinstance(value, str) and metric not in TEXT_METRICS:
+            self.not_numbers.append(
+                f"warning: {self.name}: {metric} of launch {kernel} is {text!r}, not a number; left out"
+            )
+            return None
+        return value
+
+    def into(self, notes: list[str]) -> None:
+        _capped(notes, self.short_rows)
+        _capped(notes, self.not_numbers)
+
+
+def _needed(col: dict[str, int], names: tuple[str, ...], more: tuple[int, ...] = ()) -> int:
+    """Cells a row must have to hold the columns read (newer ncu leaves the rule columns off metric rows)."""
+    return 1 + max([col[name] for name in names if name in col] + list(more), default=0)
+
+
+_DETAIL_COLUMNS = ("ID", "Kernel Name", "Device", "CC", "Metric Name", "Metric Unit", "Metric Value")
+
+
+def _details(header: list[str], rows: list[list[str]], warnings: _Warnings) -> list[KernelResult]:
     col = {name: index for index, name in enumerate(header)}
+    needed = _needed(col, _DETAIL_COLUMNS)
     wanted = set(WANTED)
     kernels: dict[str, KernelResult] = {}
-    for row in rows:
-        if len(row) < len(header):
+    for number, row in enumerate(rows, start=1):
+        if len(row) < needed:
+            warnings.short(number, row, needed)
             continue
         kernel_id = row[col["ID"]]
         result = kernels.get(kernel_id)
         if result is None:
-            device = f"device {row[col['Device']]}" if "Device" in col else "unknown device"
-            if "CC" in col and row[col["CC"]]:
-                device += f" (CC {row[col['CC']]})"
-            result = KernelResult(index=len(kernels), id=kernel_id, name=row[col.get("Kernel Name", 0)], device=device)
+            result = KernelResult(
+                index=len(kernels), id=kernel_id, name=row[col.get("Kernel Name", 0)], device=_csv_device(row, col)
+            )
             kernels[kernel_id] = result
         metric = row[col["Metric Name"]]
         if metric not in wanted:
             continue
         unit = row[col["Metric Unit"]] if "Metric Unit" in col else ""
-        value = parse_value(row[col["Metric Value"]], unit)
+        value = warnings.checked(kernel_id, metric, row[col["Metric Value"]], unit)
         if value is not None:
             result.metrics[metric] = value
     for result in kernels.values():
@@ -282,20 +447,30 @@ def _details(header: list[str], rows: list[list[str]]) -> list[KernelResult]:
     return list(kernels.values())
 
 
-def _raw(header: list[str], rows: list[list[str]]) -> list[KernelResult]:
+def _csv_device(row: list[str], col: dict[str, int]) -> str:
+    device = f"device {row[col['Device']]}" if "Device" in col else "unknown device"
+    if "CC" in col and row[col["CC"]]:
+        device += f" (CC {row[col['CC']]})"
+    return device
+
+
+def _raw(header: list[str], rows: list[list[str]], warnings: _Warnings) -> list[KernelResult]:
     col = {name: index for index, name in enumerate(header)}
     units = [""] * len(header)
-    if rows and "ID" in col and rows[0][col["ID"]] == "":
+    if rows and "ID" in col and len(rows[0]) > col["ID"] and rows[0][col["ID"]] == "":
         units = rows[0] + [""] * (len(header) - len(rows[0]))
         rows = rows[1:]
     wanted = [(name, col[name]) for name in WANTED if name in col]
+    needed = _needed(col, ("ID", "Kernel Name", "Device"), tuple(index for _, index in wanted))
     kernels: list[KernelResult] = []
-    for row in rows:
-        if len(row) < len(header):
+    for number, row in enumerate(rows, start=1):
+        if len(row) < needed:
+            warnings.short(number, row, needed)
             continue
+        kernel_id = row[col["ID"]] if "ID" in col else str(len(kernels))
         metrics: dict[str, Value] = {}
         for name, index in wanted:
-            value = parse_value(row[index], units[index])
+            value = warnings.checked(kernel_id, name, row[index], units[index])
             if value is not None:
                 metrics[name] = value
         display = metrics.get("device__attribute_display_name")
@@ -309,7 +484,7 @@ def _raw(header: list[str], rows: list[list[str]]) -> list[KernelResult]:
         kernels.append(
             KernelResult(
                 index=len(kernels),
-                id=row[col["ID"]] if "ID" in col else str(len(kernels)),
+                id=kernel_id,
                 name=row[col["Kernel Name"]] if "Kernel Name" in col else "?",
                 device=device,
                 metrics=metrics,
