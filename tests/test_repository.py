@@ -38,6 +38,7 @@ def test_test_data_is_inside_the_repository() -> None:
     assert sorted(p.name for p in data.iterdir() if p.is_dir()) == [
         "fsdp2-cpu",
         "hta",
+        "ncu-console",
         "ncu-csv",
         "ncu-rep",
         "torch-trace",
