@@ -1,4 +1,4 @@
-"""`fleetbench profile`, `fleetbench ncu run|summarize`, `fleetbench roofline`: the profiling job."""
+"""`fleetbench profile`, `fleetbench ncu run|summarize|permissions`, `fleetbench roofline`: the profiling job."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def _program(values: list[str]) -> list[str]:
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `profile`, `ncu run`, `ncu summarize` and `roofline`."""
+    """Add `profile`, `ncu run`, `ncu summarize`, `ncu permissions` and `roofline`."""
     profile = commands.add_parser(
         "profile", help="torch.profiler trace, trace summary and analytical roofline of a workload (steps A, C)"
     )
@@ -37,7 +37,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     profile.set_defaults(handler=handle_profile)
 
     ncu = commands.add_parser("ncu", help="Nsight Compute: capture with ncu, summarise reports (step B)")
-    sub = ncu.add_subparsers(dest="ncu_command", required=True, metavar="{run,summarize}")
+    sub = ncu.add_subparsers(dest="ncu_command", required=True, metavar="{run,summarize,permissions}")
     run = sub.add_parser("run", help="ncu --set full --target-processes all -o REPORT PROGRAM, then summarise")
     add_run_options(run)
     run.add_argument("--report", type=Path, help="report path (default: RESULTS/RUN_ID/ncu/report.ncu-rep)")
@@ -60,6 +60,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     summarize.add_argument("--record", action="store_true", help="also write a result record and metrics")
     add_run_options(summarize)
     summarize.set_defaults(handler=handle_ncu_summarize)
+    permissions = sub.add_parser("permissions", help="who may read the GPU counters here (RmProfilingAdminOnly)")
+    permissions.add_argument("--params", type=Path, help="driver params file (default: /proc/driver/nvidia/params)")
+    permissions.add_argument("--json", action="store_true", help="print the state as one line of JSON on stdout")
+    permissions.set_defaults(handler=handle_ncu_permissions)
 
     roofline = commands.add_parser(
         "roofline", help="roofline PNG from an ncu report or a profile run, against peaks (step C)"
@@ -135,6 +139,15 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     out.print(fixes_table("class and main fix", ncu_fix_rows(summary, config.profile.top)))
     for note in summary.notes:  # ncu's own ==PROF==/==WARNING== lines: diagnostics, not the listing
         log.info("%s", note)
+    return 0
+
+
+def handle_ncu_permissions(args: argparse.Namespace, console: Console) -> int:
+    """Print the driver's GPU counter permission and how ncu must run here; 0 whatever the state."""
+    from fleetbench.profile.ncu.permissions import DEFAULT_PARAMS_PATH, read_counter_permissions
+
+    found = read_counter_permissions(args.params or DEFAULT_PARAMS_PATH)
+    print(found.to_json() if args.json else found.report())
     return 0
 
 
