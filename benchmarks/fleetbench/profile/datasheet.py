@@ -62,6 +62,13 @@ DATASHEET: tuple[tuple[str, DatasheetPeak], ...] = (
     (r"l40s", DatasheetPeak("L40S", 366e12, 366e12, 91.6e12, 864e9, "NVIDIA L40S datasheet")),
     # NVIDIA L4 datasheet: FP32 30.3 TF, BF16 242 TF sparse, 300 GB/s.
     (r"\bl4\b", DatasheetPeak("L4", 121e12, 121e12, 30.3e12, 300e9, "NVIDIA L4 datasheet")),
+    # GeForce RTX 5070 specifications (nvidia.com): 6,144 CUDA cores at 2.51 GHz boost (30.9 TF FP32),
+    # 12 GB GDDR7 on 192 bits at 28 Gbps = 672 GB/s. Tensor figures left out: GeForce cards halve
+    # FP32-accumulate tensor throughput and NVIDIA publishes only the FP4 sparse "AI TOPS".
+    (
+        r"rtx\s*5070(?!\s*ti)",
+        DatasheetPeak("GeForce RTX 5070", None, None, 30.9e12, 672e9, "NVIDIA GeForce RTX 5070 specifications"),
+    ),
     # NVIDIA A10 datasheet: FP32 31.2 TF, BF16 250 TF sparse, 600 GB/s.
     (r"\ba10\b", DatasheetPeak("A10", 125e12, 125e12, 31.2e12, 600e9, "NVIDIA A10 datasheet")),
     # NVIDIA T4 datasheet: FP32 8.1 TF, mixed FP16/FP32 65 TF, 320 GB/s (no BF16).

@@ -14,8 +14,8 @@ Definitions (metric names as Nsight Compute spells them; a figure whose inputs a
                   few FLOPs here; its compute SOL still tells the truth.
   DRAM bytes      dram__bytes.sum, else read + write (dram__bytes_read/_write or _op_read/_op_write),
                   else dram__bytes.sum.per_second x duration
-  tensor FLOPs    512 per tensor-pipe instruction, as ncu's tensor roofline counts them (see
-                  fleetbench.profile.ncu.tensor); added to FLOPs, with `tensor` in flop_precisions
+  tensor FLOPs    the tensor path's op counters, else tensor instructions x 2mnk of the kernel's MMA
+                  shape (see fleetbench.profile.ncu.tensor); added to FLOPs, `tensor` in flop_precisions
   DRAM (derived)  where the report has DRAM bytes and the duration but no DRAM throughput (a narrow
                   --metrics list): bytes / duration over the device's peak bandwidth (the report's
                   own peak counters, else the datasheet table), named in `derived`
@@ -44,7 +44,7 @@ from fleetbench.profile.names import label, short_name
 from fleetbench.profile.ncu.guidance import disagreement
 from fleetbench.profile.ncu.readers import FLOP_OPS, KernelResult, NcuReport, read_report
 from fleetbench.profile.ncu.rules import RuleResult
-from fleetbench.profile.ncu.tensor import tensor_work
+from fleetbench.profile.ncu.tensor import TensorWork, tensor_work
 
 DURATION = "gpu__time_duration.sum"
 COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -72,8 +72,14 @@ def unmeasured(metrics: dict[str, Any]) -> list[str]:
     return [said for name, said in JUDGED.items() if isinstance(metrics.get(name), float) and math.isnan(metrics[name])]
 
 
+# Other names of the same figures, as narrow --metrics captures spell them.
+ALIASES = {DRAM_SOL: "dram__throughput.avg.pct_of_peak_sustained_elapsed"}
+
+
 def _ratio(metrics: dict[str, Any], name: str) -> float | None:
     value = _num(metrics, name)
+    if value is None and name in ALIASES:
+        value = _num(metrics, ALIASES[name])
     return None if value is None else value / 100.0
 
 
@@ -151,6 +157,19 @@ def _dram_bytes(metrics: dict[str, Any], duration_s: float | None) -> float | No
     return rate * duration_s if rate is not None and duration_s is not None else None
 
 
+def _duration(metrics: dict[str, Any]) -> tuple[float | None, dict[str, str]]:
+    """The launch's duration in s: gpu__time_duration, else SM cycles over the SM clock (marked derived)."""
+    ns = _num(metrics, DURATION)
+    if ns is not None:
+        return ns * 1e-9, {}
+    cycles, hz = _num(metrics, "sm__cycles_elapsed.avg"), _num(metrics, "sm__cycles_elapsed.avg.per_second")
+    if cycles is None or not hz:
+        return None, {}
+    return cycles / hz, {
+        "duration_s": "sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second (no gpu__time_duration)"
+    }
+
+
 def _bandwidth(metrics: dict[str, Any], device: str) -> tuple[float, str] | None:
     """The device's peak DRAM bytes/s and where it comes from: the report's counters, else the datasheet."""
     peak, hz = _num(metrics, "dram__bytes.sum.peak_sustained"), _num(metrics, "dram__cycles_elapsed.avg.per_second")
@@ -180,10 +199,45 @@ def _derived_dram(
     return achieved / bandwidth[0], {"dram_sol": how}
 
 
+def _compute_peak(tensor: TensorWork, fp32_peak: float | None, device: str) -> tuple[float, str] | None:
+    """The compute roof over a launch: tensor for tensor-core work, else fp32; counters, else datasheet."""
+    sheet = datasheet_peak(device)
+    if tensor.flops:
+        if tensor.peak_flop_per_second is not None:
+            return tensor.peak_flop_per_second, "the report's tensor peak counters"
+        dense = (
+            max((v for v in (sheet.bf16_tensor, sheet.fp16_tensor) if v is not None), default=None) if sheet else None
+        )
+        return (dense, f"datasheet {sheet.model} dense tensor peak") if sheet and dense else None
+    if fp32_peak is not None:
+        return fp32_peak, "the report's fp32 peak counters"
+    return (sheet.fp32, f"datasheet {sheet.model} fp32 peak") if sheet and sheet.fp32 else None
+
+
+def _derived_compute(
+    metrics: dict[str, Any], achieved: float | None, tensor: TensorWork, fp32_peak: float | None, device: str
+) -> tuple[float | None, dict[str, str]]:
+    """The compute SOL: measured where the report has it, else achieved FLOP/s over the compute roof."""
+    measured = _ratio(metrics, COMPUTE_SOL)
+    if measured is not None or achieved is None:
+        return measured, {}
+    peak = _compute_peak(tensor, fp32_peak, device)
+    if peak is None:
+        return None, {}
+    how = (
+        f"achieved {achieved / 1e12:.4g} TFLOP/s over {peak[0] / 1e12:.4g} TFLOP/s ({peak[1]}); "
+        f"no {COMPUTE_SOL} in the report"
+    )
+    clock = _num(metrics, "sm__cycles_elapsed.avg.per_second")
+    if peak[1].startswith("datasheet") and clock is not None:
+        how += f"; the datasheet peak is at boost clock, ncu ran the SMs at {clock / 1e9:.3g} GHz"
+    return achieved / peak[0], {"compute_sol": how}
+
+
 def _verdict(
     metrics: dict[str, Any],
     sol: tuple[float | None, float | None, float | None],
-    derived: bool,
+    derived: set[str] | list[str],
     thresholds: Thresholds | None,
 ) -> Classification:
     """Not measured on NaN; else by compute and memory SOL, or DRAM throughput where memory SOL is absent."""
@@ -191,10 +245,11 @@ def _verdict(
     if nan:
         return not_measured(nan)
     compute, memory, dram = sol
+    compute_name = "compute (derived)" if "compute_sol" in derived else "compute SOL"
     if memory is None and dram is not None:
-        name = "DRAM throughput (derived)" if derived else "DRAM throughput"
-        return classify(compute, dram, thresholds, "compute SOL", name)
-    return classify(compute, memory, thresholds, "compute SOL", "memory SOL")
+        name = "DRAM throughput (derived)" if "dram_sol" in derived else "DRAM throughput"
+        return classify(compute, dram, thresholds, compute_name, name)
+    return classify(compute, memory, thresholds, compute_name, "memory SOL")
 
 
 def _absent(metrics: dict[str, Any], flops: float | None, dram_bytes: float | None, device_known: bool) -> list[str]:
@@ -217,21 +272,25 @@ def summarize_kernel(
     """
     m = kernel.metrics
     device = device_name or kernel.device
-    ns = _num(m, DURATION)
-    duration_s = ns * 1e-9 if ns is not None else None
+    duration_s, derived = _duration(m)
     fp_flops, precisions = _flops(m, duration_s)
-    tensor = tensor_work(m, kernel.name, duration_s)
+    tensor = tensor_work(m, kernel.name, duration_s, kernel.device)
     flops = fp_flops
-    if tensor.flops is not None:
+    if tensor.flops is not None and (fp_flops is not None or tensor.flops > 0):
         flops, precisions = (fp_flops or 0.0) + tensor.flops, [*precisions, "tensor"]
     dram_bytes = _dram_bytes(m, duration_s)
-    compute, memory = _ratio(m, COMPUTE_SOL), _ratio(m, MEMORY_SOL)
-    dram, derived = _derived_dram(m, dram_bytes, duration_s, device)
-    verdict = _verdict(m, (compute, memory, dram), bool(derived), thresholds)
+    memory = _ratio(m, MEMORY_SOL)
+    dram, derived_dram = _derived_dram(m, dram_bytes, duration_s, device)
+    derived.update(derived_dram)
     ffma_peak, sm_hz = (
         _num(m, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"),
         _num(m, "sm__cycles_elapsed.avg.per_second"),
     )
+    fp32_peak = 2 * ffma_peak * sm_hz if ffma_peak is not None and sm_hz is not None else None
+    achieved = flops / duration_s if flops is not None and duration_s else None
+    compute, derived_compute = _derived_compute(m, achieved, tensor, fp32_peak, device)
+    derived.update(derived_compute)
+    verdict = _verdict(m, (compute, memory, dram), set(derived), thresholds)
     bandwidth = _bandwidth(m, device)
     per_second = duration_s if duration_s else None
     return KernelSummary(
@@ -253,7 +312,7 @@ def summarize_kernel(
         dram_bytes=dram_bytes,
         dram_bytes_per_second=dram_bytes / per_second if dram_bytes is not None and per_second else None,
         arithmetic_intensity=flops / dram_bytes if flops is not None and dram_bytes else None,
-        peak_fp32_flop_per_second=2 * ffma_peak * sm_hz if ffma_peak is not None and sm_hz is not None else None,
+        peak_fp32_flop_per_second=fp32_peak,
         peak_dram_bytes_per_second=bandwidth[0] if bandwidth and bandwidth[1].startswith("the report") else None,
         cls=verdict.cls,
         reason=verdict.reason,
@@ -344,7 +403,7 @@ def _group(key: str, members: list[KernelSummary], thresholds: Thresholds | None
     compute, memory = _weighted(measured, "compute_sol"), _weighted(measured, "memory_sol")
     dram = _weighted(measured, "dram_sol")
     derived = sorted({figure for k in measured for figure in k.derived})
-    verdict = _verdict({}, (compute, memory, dram), "dram_sol" in derived, thresholds)
+    verdict = _verdict({}, (compute, memory, dram), derived, thresholds)
     rules = [rule for k in measured for rule in k.rules]
     return KernelGroup(
         label=key,
