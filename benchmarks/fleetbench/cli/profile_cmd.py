@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from fleetbench import jsonio
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 from fleetbench.config.loader import load_config
 from fleetbench.errors import UserError
@@ -132,7 +132,7 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     config = load_config(args.config, args.overrides)  # thresholds; nothing is written
     summary = summarize_path(args.report, thresholds_of(config.profile))
     if args.json:
-        print(json.dumps({**summary.to_dict(), "overview": overview(summary, config.profile.top)}, indent=1))
+        print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, config.profile.top)}, indent=1))
         return 0
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))

@@ -15,11 +15,12 @@ host before it starts ncu.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+
+from fleetbench import jsonio
 
 DEFAULT_PARAMS_PATH = Path("/proc/driver/nvidia/params")
 PARAMETER = "RmProfilingAdminOnly"
@@ -94,7 +95,7 @@ class CounterPermissions:
 
     def to_json(self) -> str:
         """`to_dict` as one line of JSON."""
-        return json.dumps(self.to_dict(), sort_keys=True)
+        return jsonio.dumps(self.to_dict(), sort_keys=True)
 
     def report(self) -> str:
         """The human form: the state, why, how ncu must run, and what to do."""
