@@ -2,7 +2,9 @@
 
 Two sources of points:
   ncu          one point per kernel (grouped launches) with FLOPs and DRAM bytes from Nsight
-               Compute; roofs from the report's own peak counters, else the datasheet table;
+               Compute; roofs from the report's own peak counters, else the datasheet table; a
+               kernel with tensor-core FLOPs sits under the tensor roof, one whose tensor work could
+               not be counted is flagged (its point may sit low), one ncu did not measure is left off;
   analytical   one point per torch op with FLOPs (torch.profiler's with_flops, torch.utils.flop_counter
                or the op table of profile/flops.py) and its tensor traffic (inputs read once, outputs
                written once) against the measured peaks; ops with bytes and no FLOPs are classed by
@@ -27,7 +29,8 @@ from fleetbench.profile.classify import FIXES, FIXES_SHORT, Classification, Thre
 from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.flops import FLOP_SOURCES, VIEW_OPS
 from fleetbench.profile.names import short_name
-from fleetbench.profile.ncu.summary import NcuSummary
+from fleetbench.profile.ncu.summary import KernelGroup, NcuSummary
+from fleetbench.profile.ncu.tensor import CAPTURE_HINT
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,7 @@ CLASS_COLOURS = {
     "latency_bound": "#7f7f7f",
     "cache_resident": "#17becf",
     "unknown": "#bcbd22",
+    "not_measured": "#000000",  # never drawn: not-measured kernels have no point
 }
 
 
@@ -73,6 +77,7 @@ class RooflinePoint:
     cls: str
     reason: str
     fix: str
+    tensor_uncounted: str | None = None  # why the point may sit low: tensor-core work the report did not count
 
 
 @dataclass
@@ -257,13 +262,27 @@ def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds 
     return roofline
 
 
+def _datasheet_tensor(device: str) -> float | None:
+    sheet = peaks_from_datasheet(device)
+    if sheet is None:
+        return None
+    dense = [sheet.flop_per_second[d] for d in ("bfloat16", "float16") if d in sheet.flop_per_second]
+    return max(dense) if dense else None
+
+
 def ncu_peaks(summary: NcuSummary) -> Peaks | None:
-    """Roofs for an ncu report: its own peak counters (median over kernels), else the datasheet."""
+    """Roofs for an ncu report: its own peak counters (median over kernels), else the datasheet.
+
+    A `tensor` roof joins the fp32 one where the report has tensor peak counters or the datasheet
+    lists the device's dense bf16/fp16 peak.
+    """
     device = summary.devices[0] if summary.devices else "unknown device"
     flop_peaks = [k.peak_fp32_flop_per_second for k in summary.kernels if k.peak_fp32_flop_per_second]
     bw_peaks = [k.peak_dram_bytes_per_second for k in summary.kernels if k.peak_dram_bytes_per_second]
+    tensor_peaks = [k.peak_tensor_flop_per_second for k in summary.kernels if k.peak_tensor_flop_per_second]
+    peaks: Peaks | None = None
     if flop_peaks and bw_peaks:
-        return Peaks(
+        peaks = Peaks(
             device=device,
             backend="cuda",
             source="ncu counters",
@@ -271,7 +290,52 @@ def ncu_peaks(summary: NcuSummary) -> Peaks | None:
             bytes_per_second=statistics.median(bw_peaks),
             detail={"note": "fp32 FMA peak and DRAM peak at the clocks ncu profiled with"},
         )
-    return peaks_from_datasheet(device)
+    else:
+        peaks = peaks_from_datasheet(device)
+    tensor = statistics.median(tensor_peaks) if tensor_peaks else _datasheet_tensor(device)
+    if peaks is not None and peaks.source == "datasheet":  # its bf16/fp16 roofs are the tensor roof
+        for dtype in ("bfloat16", "float16"):
+            peaks.flop_per_second.pop(dtype, None)
+    if peaks is not None and tensor is not None:
+        peaks.flop_per_second["tensor"] = tensor
+        peaks.detail["tensor"] = "ncu tensor peak counters" if tensor_peaks else "datasheet dense bf16/fp16 peak"
+    return peaks
+
+
+def _roof_for(group: KernelGroup, peaks: Peaks) -> Roof | None:
+    """The tensor roof for a kernel with tensor-core FLOPs, else the fp32 roof; None without a bandwidth."""
+    if not peaks.bytes_per_second:
+        return None
+    if group.tensor_flops and "tensor" in peaks.flop_per_second:
+        return Roof(f"tensor ({peaks.detail['tensor']})", peaks.flop_per_second["tensor"], peaks.bytes_per_second)
+    if "float32" not in peaks.flop_per_second:
+        return None
+    return Roof(f"float32 ({peaks.source})", peaks.flop_per_second["float32"], peaks.bytes_per_second)
+
+
+def _ncu_notes(roofline: Roofline, summary: NcuSummary, off_chart: list[KernelGroup]) -> None:
+    """Say what the chart leaves out or may understate: unmeasured kernels, uncounted tensor work."""
+    unmeasured = [g for g in summary.groups if g.not_measured]
+    if unmeasured:
+        launches = sum(g.not_measured for g in unmeasured)
+        roofline.note(
+            f"{launches} launches ncu did not measure (NaN: replay failed) are left out: "
+            + ", ".join(g.short for g in unmeasured[:5]),
+            logging.WARNING,
+        )
+    missing = [g for g in off_chart if g.cls != "not_measured"]
+    if missing:
+        roofline.note(
+            f"{len(missing)} of {len(summary.groups)} kernels ({sum(g.launches for g in missing)} launches) lack "
+            "FLOP or DRAM byte counters (capture with --set full) and are not on the chart"
+        )
+    low = [p for p in roofline.points if p.tensor_uncounted]
+    if low:
+        roofline.note(
+            f"{len(low)} kernels probably ran on tensor cores whose FLOPs the report does not count, so their "
+            f"points may sit far too low ({', '.join(p.short for p in low[:5])}); {CAPTURE_HINT}",
+            logging.WARNING,
+        )
 
 
 def ncu_roofline(summary: NcuSummary) -> Roofline:
@@ -286,35 +350,26 @@ def ncu_roofline(summary: NcuSummary) -> Roofline:
     )
     if len(summary.devices) > 1:
         roofline.note(f"report spans devices {', '.join(summary.devices)}; roofs of {device}")
-    if peaks is None or not peaks.bytes_per_second or "float32" not in peaks.flop_per_second:
+    if peaks is None or not peaks.bytes_per_second or not peaks.flop_per_second:
         roofline.note(
-            f"no fp32 peak and bandwidth known for {device} (no peak counters in the "
-            "report, no datasheet entry): no roofline",
+            f"no compute peak and bandwidth known for {device} (no peak counters in the report, no "
+            "datasheet entry; name the GPU with --gpu): no roofline",
             logging.WARNING,
         )
         return roofline
-    without = 0
-    launches = 0
+    off_chart: list[KernelGroup] = []
     for group in summary.groups:
-        if group.flop_per_second is None or not group.arithmetic_intensity:
-            without += 1
-            launches += group.launches
+        roof = _roof_for(group, peaks)
+        if group.flop_per_second is None or not group.arithmetic_intensity or roof is None:
+            off_chart.append(group)
             continue
         achieved = Achieved(
             group.label, group.short, group.name, group.duration_s, group.flop_per_second, group.arithmetic_intensity
         )
-        roofline.points.append(
-            _place(
-                achieved,
-                Roof(f"float32 ({peaks.source})", peaks.flop_per_second["float32"], peaks.bytes_per_second),
-                Classification(group.cls, group.reason, group.fix),
-            )
-        )
-    if without:
-        roofline.note(
-            f"{without} of {len(summary.groups)} kernels ({launches} launches) lack FLOP or DRAM byte counters "
-            "(capture with --set full) and are not on the chart"
-        )
+        point = _place(achieved, roof, Classification(group.cls, group.reason, group.fix))
+        point.tensor_uncounted = group.tensor_uncounted
+        roofline.points.append(point)
+    _ncu_notes(roofline, summary, off_chart)
     return roofline
 
 
@@ -378,6 +433,15 @@ def plot_roofline(roofline: Roofline, path: Path, labels: int = 8) -> Path:
             label=point.cls if point.cls not in seen else None,
         )
         seen.add(point.cls)
+        if point.tensor_uncounted:  # an upward arrow: the true point lies higher
+            axes.annotate(
+                "",
+                (point.arithmetic_intensity, point.flop_per_second * 4),
+                (point.arithmetic_intensity, point.flop_per_second),
+                arrowprops={"arrowstyle": "->", "color": colour, "linewidth": 0.8},
+            )
+    if any(p.tensor_uncounted for p in points):
+        axes.plot([], [], " ", label="^ tensor work not counted: may sit low")
     for index, point in enumerate(sorted(points, key=lambda p: p.time_s or 0.0, reverse=True)[:labels]):
         axes.annotate(
             point.short,
