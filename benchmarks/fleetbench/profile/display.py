@@ -17,6 +17,7 @@ from fleetbench.profile.capture import CaptureResult
 from fleetbench.profile.classify import DRAM_ROOF, FIXES_SHORT
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.flops import FLOP_SOURCES
+from fleetbench.profile.ncu.guidance import top_rules
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
 from fleetbench.profile.roofline.analysis import Roofline
 from fleetbench.profile.trace_summary import TraceSummary
@@ -276,10 +277,66 @@ def show_profile(console: Console, outcome: ProfileOutcome, top: int) -> None:
     )
 
 
+def nvidia_table(summary: NcuSummary, top: int, per_kernel: int = 3) -> Table | None:
+    """NVIDIA's guided analysis of the top kernels: their first rules, beside our class; None without rules."""
+    table = Table(
+        title="NVIDIA's guided analysis (top rules per kernel; --json has them all)",
+        title_justify="left",
+        caption="! = NVIDIA's bottleneck rule and our class disagree: both are shown, read the rule",
+        caption_justify="left",
+    )
+    table.add_column("kernel", overflow="fold", max_width=28)
+    table.add_column("ours", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("rule", no_wrap=True)
+    table.add_column("est. speedup", justify="right", no_wrap=True)
+    table.add_column("NVIDIA says", overflow="fold")
+    shown = 0
+    for group in summary.groups[:top]:
+        launch = next((k for k in summary.kernels if k.label == group.label and k.rules), None)
+        if launch is None:
+            continue
+        ours = f"{group.cls} !" if group.disagreement else group.cls
+        for index, rule in enumerate(top_rules(launch.rules, per_kernel)):
+            speedup = f"{rule.speedup_pct:.1f}% {rule.speedup_type or ''}".strip() if rule.speedup_pct else ""
+            table.add_row(
+                group.short if index == 0 else "",
+                ours if index == 0 else "",
+                rule.kind,
+                rule.rule,
+                speedup,
+                rule.title + ": " + rule.message if rule.title else rule.message,
+            )
+            shown += 1
+    return table if shown else None
+
+
+def ncu_notes(summary: NcuSummary, top: int) -> list[str]:
+    """What a reader must know beside the tables: unmeasured kernels, derived figures, uncounted tensor work."""
+    lines = [f"ncu: {note}" for note in summary.notes if note.startswith(("==WARNING", "==ERROR"))]
+    lines += [note for note in summary.notes if not note.startswith("==")]
+    for group in summary.groups[:top]:
+        if group.not_measured:
+            lines.append(f"{group.short}: {group.not_measured} of {group.launches} launches not measured (NaN)")
+        if group.derived:
+            launch = next(k for k in summary.kernels if k.label == group.label and k.derived)
+            lines += [f"{group.short}: {figure} derived: {how}" for figure, how in launch.derived.items()]
+        if group.tensor_uncounted:
+            lines.append(f"{group.short}: FLOPs may be far too low: {group.tensor_uncounted}")
+        if group.disagreement:
+            lines.append(f"{group.short}: class and NVIDIA disagree ({group.disagreement})")
+    return lines
+
+
 def show_ncu(console: Console, summary: NcuSummary, top: int, files: Iterable[Path]) -> None:
-    """The kernels of an Nsight Compute report, their class and fix, and where the outputs went."""
+    """The kernels of an Nsight Compute report, their class and fix, NVIDIA's rules, and where the outputs went."""
     console.print(ncu_table(summary))
     console.print(fixes_table("kernels: class and main fix", ncu_fix_rows(summary, top)))
+    rules = nvidia_table(summary, top)
+    if rules is not None:
+        console.print(rules)
+    for line in ncu_notes(summary, top):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
     console.print("\n".join(str(path) for path in files), soft_wrap=True)
 
 
