@@ -30,7 +30,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,8 @@ def read_report(path: Path) -> NcuReport:
             head = handle.read(4)
     except OSError as exc:
         raise UserError(f"report {path} cannot be read: {exc.strerror or exc}") from None
+    if not head:
+        raise UserError(f"report {path} is empty (0 bytes): the capture wrote nothing; capture again")
     if head == REP_MAGIC or path.suffix in (".ncu-rep", ".ncu-repz"):
         return read_ncu_rep(path)
     from fleetbench.profile.ncu.console import looks_like_console, parse_console  # console imports this module
@@ -165,7 +167,7 @@ def read_ncu_rep(path: Path) -> NcuReport:
     with _native_stderr() as said:
         try:
             context = ncu_report.load_report(str(path))
-            kernels = _rep_kernels(context, notes)
+            kernels = _rep_kernels(context, path.name, notes)
         except Exception as exc:  # the SWIG layer raises assorted types for unreadable or damaged files
             failure: Exception | None = exc
         else:
@@ -184,32 +186,49 @@ def read_ncu_rep(path: Path) -> NcuReport:
     return NcuReport(path=str(path), format="ncu-rep", kernels=kernels, notes=damage + notes)
 
 
-def _rep_kernels(context: Any, notes: list[str]) -> list[KernelResult]:
-    """Every named launch of a loaded report; a nameless one is left out with a note."""
+def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult]:
+    """Every named launch of a loaded report; a nameless one is left out, a garbled one kept, each with a note."""
     kernels: list[KernelResult] = []
-    skipped: list[str] = []
+    damaged: list[str] = []
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
         for action_index in range(profiled_range.num_actions()):
             action = profiled_range.action_by_idx(action_index)
-            name = action.name(action.NameBase_DEMANGLED) or action.name()
-            if not name:
-                skipped.append(f"warning: launch {range_index}:{action_index} has no kernel name (damaged); left out")
+            launch = f"{range_index}:{action_index}"
+            raw = action.name(action.NameBase_DEMANGLED) or action.name()
+            if not raw:
+                damaged.append(
+                    f"warning: report {name} is damaged (cut off?): launch {launch} has no kernel name; left out"
+                )
                 continue
+            kernel_name = _text(str(raw))
+            if kernel_name != raw:
+                damaged.append(f"warning: report {name} is damaged: the name of launch {launch} is not valid text")
             metrics = _rep_metrics(action)
             display = metrics.get("device__attribute_display_name")
             kernels.append(
                 KernelResult(
                     index=len(kernels),
-                    id=f"{range_index}:{action_index}",
-                    name=str(name),
+                    id=launch,
+                    name=kernel_name,
                     device=str(display) if display is not None else "unknown device",
                     metrics=metrics,
-                    rules=rules_of_action(action),
+                    rules=[_text_rule(rule) for rule in rules_of_action(action)],
                 )
             )
-    _capped(notes, skipped)
+    _capped(notes, damaged)
     return kernels
+
+
+def _text(raw: str) -> str:
+    """Text from ncu_report with what a damaged report's bytes leave (lone surrogates) replaced by U+FFFD."""
+    return raw.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _text_rule(rule: RuleResult) -> RuleResult:
+    texts = (rule.rule, rule.section, rule.title, rule.message)
+    clean = tuple(_text(text) for text in texts)
+    return rule if clean == texts else replace(rule, rule=clean[0], section=clean[1], title=clean[2], message=clean[3])
 
 
 def _rep_metrics(action: Any) -> dict[str, Value]:
@@ -254,7 +273,7 @@ def _rep_value(metric: Any) -> Value | None:
     kind = metric.kind()
     if kind == metric.ValueKind_STRING:
         text = metric.as_string()
-        return None if text is None else str(text)
+        return None if text is None else _text(str(text))
     if kind in (metric.ValueKind_UINT32, metric.ValueKind_UINT64):
         return float(metric.as_uint64())
     return float(metric.as_double())
@@ -377,7 +396,8 @@ def _cut_off(body: str) -> bool:
     """ncu quotes every cell and ends every row with a newline: a last line without either was cut."""
     if body.endswith(("\n", "\r")):
         return False
-    return not body.rsplit("\n", 1)[-1].rstrip().endswith('"')
+    last = body.rsplit("\n", 1)[-1].rstrip()
+    return not (last.endswith('"') and last.count('"') % 2 == 0)  # ends on a closing quote
 
 
 @dataclass
