@@ -197,7 +197,10 @@ def test_a_report_cut_in_the_middle_keeps_its_whole_launches(tmp_path: Path) -> 
     assert any("is damaged (cut off?)" in note and "has no kernel name" in note for note in report.notes)
 
 
-def test_a_cut_off_csv_row_and_a_text_for_a_number_are_warnings(tmp_path: Path) -> None:
+def test_a_cut_off_csv_row_and_a_text_for_a_number_are_warnings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fleetbench.cli import main as cli_main
     from fleetbench.profile.ncu.readers import read_report
 
     source = content(DATA / "ncu-csv" / "rtx5070_details_saxpy.csv").decode("utf-8-sig").replace("\r\n", "\n")
@@ -211,3 +214,7 @@ def test_a_cut_off_csv_row_and_a_text_for_a_number_are_warnings(tmp_path: Path) 
     assert "last row is cut off" in warnings[0]
     assert "gpu__time_duration.sum" in warnings[1] and "'fast'" in warnings[1]
     assert "gpu__time_duration.sum" not in report.kernels[0].metrics
+    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
+    assert cli_main.main(["ncu", "summarize", str(path)]) == 0
+    shown = capsys.readouterr().err.splitlines()  # the notes go to the log, under the tables
+    assert warnings[0] in shown and warnings[1] in shown
