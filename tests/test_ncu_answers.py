@@ -230,3 +230,16 @@ def test_the_fixture_copy_is_what_the_summary_reads(tmp_path: Path) -> None:
     before = sorted(tmp_path.iterdir())
     summarize_path(copy)
     assert sorted(tmp_path.iterdir()) == before
+
+
+def test_rule_rows_of_a_details_csv_become_rules_beside_our_class() -> None:
+    lines = [ln for ln in RTX5090_GEMM.read_text(encoding="utf-8").splitlines() if '"SOLBottleneck"' in ln]
+    assert len(lines) == 1  # the export's own bottleneck row
+    kernel = summarize_path(RTX5090_GEMM).kernels[0]
+    rules = {rule.rule: rule for rule in kernel.rules}
+    assert {"SOLBottleneck", "SOLFPRoofline", "IssueSlotUtilization", "TheoreticalOccupancy"} <= set(rules)
+    assert rules["SOLBottleneck"].kind == "OPT" and "latency issues" in rules["SOLBottleneck"].message
+    assert rules["TheoreticalOccupancy"].speedup_pct == pytest.approx(67.54)
+    assert rules["TheoreticalOccupancy"].speedup_type == "global"
+    # our latency_bound and NVIDIA's "low compute throughput and memory bandwidth" agree
+    assert kernel.cls == "latency_bound" and kernel.disagreement is None

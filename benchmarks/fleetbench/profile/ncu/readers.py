@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.errors import UserError
-from fleetbench.profile.ncu.rules import RuleResult, rules_of_action
+from fleetbench.profile.ncu.rules import RuleResult, from_csv_row, rules_of_action
 from fleetbench.profile.ncu.tensor import TENSOR_METRICS
 
 FLOP_OPS = ("fadd", "fmul", "ffma", "dadd", "dmul", "dfma", "hadd", "hmul", "hfma")
@@ -455,6 +455,9 @@ def _details(header: list[str], rows: list[list[str]], warnings: _Warnings) -> l
                 index=len(kernels), id=kernel_id, name=row[col.get("Kernel Name", 0)], device=_csv_device(row, col)
             )
             kernels[kernel_id] = result
+        rule = from_csv_row(row, col)
+        if rule is not None:
+            result.rules.append(rule)
         metric = row[col["Metric Name"]]
         if metric not in wanted:
             continue

@@ -1,7 +1,8 @@
 """NVIDIA's guided analysis: the rule results Nsight Compute attaches to each profiled kernel.
 
 A `.ncu-rep` carries them (`action.rule_results_as_dicts()` in `ncu_report`); ncu's console output
-prints the same results as `OPT`/`INF`/`WRN`/`ERR` paragraphs under each section. Both become
+prints the same results as `OPT`/`INF`/`WRN`/`ERR` paragraphs under each section, and newer
+`--csv --page details` exports as rows with Rule Name/Type/Description columns. All become
 `RuleResult`s, so a summary shows NVIDIA's verdict beside ours whatever the input was.
 """
 
@@ -68,3 +69,31 @@ def rules_of_action(action: Any) -> list[RuleResult]:
     except Exception:  # a damaged report's rule data must not lose the kernel's metrics
         return []
     return [rule for rule in (from_ncu_report(entry) for entry in entries) if rule is not None]
+
+
+def _cell(row: list[str], col: dict[str, int], name: str) -> str:
+    index = col.get(name)
+    return row[index].strip() if index is not None and index < len(row) else ""
+
+
+def from_csv_row(row: list[str], col: dict[str, int]) -> RuleResult | None:
+    """A RuleResult from an `ncu --csv --page details` row with Rule columns; None for a metric row."""
+    rule = _cell(row, col, "Rule Name")
+    message = _cell(row, col, "Rule Description")
+    if not rule or not message:
+        return None
+    speedup_text = _cell(row, col, "Estimated Speedup").replace(",", "")
+    try:
+        speedup: float | None = float(speedup_text) if speedup_text else None
+    except ValueError:
+        speedup = None
+    kind = _cell(row, col, "Rule Type").upper()
+    return RuleResult(
+        rule=rule,
+        section=_cell(row, col, "Section Name"),
+        kind=kind if kind in KINDS.values() else "NONE",
+        title="",
+        message=plain_text(message),
+        speedup_pct=speedup,
+        speedup_type=(_cell(row, col, "Estimated Speedup Type") or None) if speedup is not None else None,
+    )
