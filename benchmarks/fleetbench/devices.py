@@ -1,4 +1,8 @@
-"""Pick the compute device and describe it with bounded label values."""
+"""Pick the compute device and describe it with bounded label values.
+
+torch is imported where a device is resolved or synchronised, not with the module: report readers
+(`fleetbench ncu summarize`) import their job modules, which name DeviceInfo, on hosts without torch.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,12 @@ import platform
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from fleetbench.errors import UserError
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
@@ -24,6 +30,8 @@ class DeviceInfo:
 
     def synchronize(self) -> None:
         """Wait until the device has finished queued work, so a timer read after it is honest."""
+        import torch
+
         if self.backend == "cuda":
             torch.cuda.synchronize(self.torch_device)
         elif self.backend == "mps":
@@ -43,6 +51,8 @@ def cpu_model_name() -> str:
 
 def mps_available() -> bool:
     """Whether this torch build has the MPS backend and the machine offers it (Apple silicon)."""
+    import torch
+
     return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
 
 
@@ -51,6 +61,8 @@ def resolve_device(choice: str = "auto", index: int = 0) -> DeviceInfo:
 
     `index` picks the CUDA device. Raises UserError when the choice is unknown or not present here.
     """
+    import torch
+
     if choice not in DEVICE_CHOICES:
         raise UserError(f"device {choice!r} is not accepted; use one of {', '.join(DEVICE_CHOICES)}")
     if choice == "auto":

@@ -14,9 +14,14 @@ Modules they share:
   capture        torch.profiler capture of a workload into the run folder (step A)
   flops          FLOPs and bytes per op call: torch.profiler, flop_counter, the op table
   ncu/           the ncu binary, its report readers and the per-kernel summary
-  peaks          datasheet peak tables and measured local peaks, cached per device
+  datasheet      datasheet peaks of common GPUs, and the Peaks a roofline needs
+  peaks          measured local peaks (the probe's matmul, copy and triad), cached per device
   roofline/      roofline points (ncu or analytical), ridge classification and the log-log PNG
   export         the metrics and headline figures every profiling run records
   display        the rich tables the commands print
 Folders: results/<run_id>/profile/, .../ncu/, .../roofline/.
+
+Reading a report needs no torch (a profiler host may not have it): `ncu summarize` and
+`roofline --ncu` import none. What captures or measures imports torch in the functions that use it
+(capture, peaks, flops, devices) or is imported only by such functions (workloads, ncu/target).
 """

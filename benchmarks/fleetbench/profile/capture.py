@@ -24,18 +24,19 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
-
-from torch._C._profiler import _ExtraFields_TorchOp
-from torch.profiler import DeviceType, ProfilerActivity, profile, schedule
+from typing import TYPE_CHECKING, Any
 
 from fleetbench import jsonio
-from fleetbench.config.schema import ProfileConfig
-from fleetbench.devices import DeviceInfo
 from fleetbench.profile.flops import VIEW_OPS, Arg, args_from_event, args_from_tree, count_call, main_dtype
 from fleetbench.profile.names import label
 from fleetbench.profile.roofline.analysis import OpStat
-from fleetbench.profile.workloads import Workload
+
+if TYPE_CHECKING:  # torch loads when a capture runs: CaptureResult and load_ops are read without it
+    from torch.profiler import profile
+
+    from fleetbench.config.schema import ProfileConfig
+    from fleetbench.devices import DeviceInfo
+    from fleetbench.profile.workloads import Workload
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ def tensor_list_calls(prof: profile) -> dict[str, list[list[Arg]]]:
     A FunctionEvent records no shape for a TensorList argument, and the fused optimizer step takes
     all its parameters so; the profiler's event tree (a private API, read defensively) keeps them.
     """
+    from torch._C._profiler import _ExtraFields_TorchOp
+
     try:
         results = prof.profiler.kineto_results if prof.profiler is not None else None
         roots = results.experimental_event_tree() if results is not None else []
@@ -121,6 +124,8 @@ def op_stats(events: Any, on_gpu: bool, tensor_lists: dict[str, list[list[Arg]]]
 
     `tensor_lists`: the inputs of the tensor-list ops (`tensor_list_calls`), which the events lack.
     """
+    from torch.profiler import DeviceType
+
     lists = {name: deque(calls) for name, calls in (tensor_lists or {}).items()}
     rows: dict[str, dict[str, Any]] = defaultdict(_new_row)
     for event in events:
@@ -172,6 +177,8 @@ def capture(
 
     `progress` receives a short line per step, for a status display.
     """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
     out_dir.mkdir(parents=True, exist_ok=True)
     on_gpu = device.backend == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])

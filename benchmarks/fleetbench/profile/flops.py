@@ -30,8 +30,6 @@ from functools import cache
 from math import prod
 from typing import Any, Final
 
-import torch
-
 log = logging.getLogger(__name__)
 
 FLOP_SOURCES: Final = ("torch.profiler", "flop_counter", "op table", "none")
@@ -120,6 +118,8 @@ Arg = Tensor | tuple[Tensor, ...] | None
 
 
 def _tensor(shape: Any, dtype_name: str) -> Tensor | None:
+    import torch  # here, not with the module: the roofline and display modules import this one without torch
+
     dtype = getattr(torch, dtype_name, None)
     if not isinstance(dtype, torch.dtype) or not isinstance(shape, list | tuple):
         return None
@@ -139,6 +139,7 @@ def args_from_event(shapes: Sequence[Any], dtypes: Sequence[Any]) -> list[Arg]:
 
 def args_from_tree(inputs: Sequence[Any]) -> list[Arg]:
     """An op's inputs from the profiler's event tree, where tensor lists keep their shapes."""
+    import torch
 
     def one(value: Any) -> Tensor | None:
         dtype = getattr(value, "dtype", None)

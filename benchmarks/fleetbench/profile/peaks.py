@@ -17,23 +17,29 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from fleetbench import jsonio
-from fleetbench.config.schema import ProfileConfig
-from fleetbench.devices import DeviceInfo
-from fleetbench.probe.compute import ProbeResult, copy_probe, dtype_name, matmul_probe, time_op
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.runinfo import utc_now
+
+if TYPE_CHECKING:  # torch and the probe load when peaks are measured, not when this module is imported
+    import torch
+    from rich.console import Console
+
+    from fleetbench.config.schema import ProfileConfig
+    from fleetbench.devices import DeviceInfo
+    from fleetbench.probe.compute import ProbeResult
 
 log = logging.getLogger(__name__)
 
 
 def triad_probe(mib: int, dtype: torch.dtype, device: DeviceInfo, min_run_time_s: float, threads: int) -> ProbeResult:
     """STREAM triad a = b + s*c: reads two arrays and writes one, 2 FLOPs per element."""
+    import torch
+
+    from fleetbench.probe.compute import ProbeResult, dtype_name, time_op
+
     element_size = torch.empty((), dtype=dtype).element_size()
     numel = mib * 2**20 // element_size
     b = torch.ones(numel, device=device.torch_device, dtype=dtype)
@@ -87,6 +93,8 @@ def default_request(
 
     On a GPU: fp16, bf16 and fp32; on the CPU fp32 alone; plus the workload's own dtype.
     """
+    import torch
+
     gpu = device.backend == "cuda"
     dtypes = ["float16", "bfloat16", "float32"] if gpu else ["float32"]
     if workload_dtype and workload_dtype not in dtypes:
@@ -119,6 +127,10 @@ def measured_peaks(
 
     A cache that cannot be written is reported through `warn` and the run goes on.
     """
+    import torch
+
+    from fleetbench.probe.compute import copy_probe, matmul_probe
+
     started = time.perf_counter()
     path = cache_file(cache_dir, device, request.threads)
     cached = {} if remeasure else _load_cache(path)

@@ -24,7 +24,6 @@ from fleetbench.profile.export import record_ncu, write_json
 from fleetbench.profile.ncu.command import find_ncu, report_path, run_ncu
 from fleetbench.profile.ncu.readers import INSTALL_HINT
 from fleetbench.profile.ncu.summary import NcuSummary, overview, summarize_path
-from fleetbench.profile.ncu.target import NVTX_INCLUDE
 from fleetbench.profile.roofline.analysis import Roofline, ncu_roofline, plot_roofline
 from fleetbench.results.record import ResultRecord
 from fleetbench.telemetry.session import BenchmarkRun, open_run
@@ -73,6 +72,8 @@ def _local_gpu() -> tuple[str, str]:
 
 def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     """Capture under ncu, then summarise the report into metrics, a roofline and the record."""
+    from fleetbench.profile.ncu.target import NVTX_INCLUDE  # the target imports torch; a summary needs neither
+
     cfg = config.profile
     ncu = cfg.ncu
     if not ncu.program and ncu.nvtx_include is None:
