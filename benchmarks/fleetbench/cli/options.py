@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from fleetbench.config.loader import load_config
-from fleetbench.config.schema import FleetbenchConfig
-from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, RECORDS_FILE
 from fleetbench.telemetry.push import PUSHGATEWAY_ENV
+
+if TYPE_CHECKING:  # the config schema loads when a command reads its config, not when it registers
+    from rich.console import Console
+
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.results.record import ResultRecord
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
@@ -62,6 +63,8 @@ def config_from_args(
     `extra_flags` maps a dotted key to (value, flag name); a None value leaves the key alone, and the
     flag name is what an error message blames.
     """
+    from fleetbench.config.loader import load_config
+
     flags: dict[str, tuple[Any, str]] = {
         "run.run_id": (args.run_id, "--run-id"),
         "run.results_dir": (str(args.results_dir) if args.results_dir else None, "--results-dir"),

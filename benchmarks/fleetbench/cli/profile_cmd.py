@@ -11,7 +11,6 @@ from rich.console import Console
 
 from fleetbench import jsonio
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
-from fleetbench.config.loader import load_config
 from fleetbench.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -118,22 +117,25 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     """Summarise an existing report on stdout (table or --json); --record makes it a run with a record."""
-    # torch loads only when a handler runs
-    from fleetbench.profile.classify import thresholds_of
-    from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table
-    from fleetbench.profile.ncu import run as ncu_job
-    from fleetbench.profile.ncu.summary import overview, summarize_path
-
+    # Reading a report needs no torch and no run machinery: each import here is what the path uses.
     if args.record:
+        from fleetbench.profile.ncu import run as ncu_job
+
         config = config_from_args(args)
         record = ncu_job.record_report(config, console, args.report)
         print_record_path(console, config, record)
         return 0
+    from fleetbench.config.loader import load_config
+    from fleetbench.profile.classify import thresholds_of
+    from fleetbench.profile.ncu.summary import overview, summarize_path
+
     config = load_config(args.config, args.overrides)  # thresholds; nothing is written
     summary = summarize_path(args.report, thresholds_of(config.profile))
     if args.json:
         print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, config.profile.top)}, indent=1))
         return 0
+    from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table
+
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))
     out.print(fixes_table("class and main fix", ncu_fix_rows(summary, config.profile.top)))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
-from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import validate_run_id
+
+if TYPE_CHECKING:  # the record model loads where records are read: the config only needs the folder names
+    from fleetbench.results.record import ResultRecord
 
 RECORDS_FILE = "records.jsonl"
 # Where runs go when neither --results-dir nor run.results_dir says otherwise.
@@ -44,6 +45,10 @@ def append_record(run_dir: Path, record: ResultRecord) -> Path:
 
 def read_records(run_dir: Path) -> list[ResultRecord]:
     """Every record of a run folder, in the order written; a missing file or bad line is a UserError."""
+    from pydantic import ValidationError
+
+    from fleetbench.results.record import ResultRecord
+
     path = run_dir / RECORDS_FILE
     if not path.is_file():
         raise UserError(f"{run_dir}: no result records ({RECORDS_FILE} missing); is this a run folder?")

@@ -13,13 +13,13 @@ import time
 import urllib.error
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import generate_latest, push_to_gateway
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
+from typing import TYPE_CHECKING
 
 from fleetbench.telemetry.spool import Spool, SpoolEntry
+
+if TYPE_CHECKING:  # prometheus_client loads with the first push: `fleetbench --help` and readers need none
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.metrics_core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,9 @@ class _FamiliesCollector:
 
 def registry_from_exposition(text: str) -> CollectorRegistry:
     """A registry that serves the families of a text exposition as they are (to push a spooled entry)."""
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_FamiliesCollector(text_string_to_metric_families(text)))
     return registry
@@ -70,6 +73,8 @@ def push_with_retries(
     should_stop: Callable[[], bool] = lambda: False,
 ) -> str | None:
     """Push once plus `policy.retries` retries. Returns None on success, else the last error text."""
+    from prometheus_client.exposition import push_to_gateway
+
     error = "not attempted"
     for attempt in range(policy.retries + 1):
         if attempt:
@@ -171,6 +176,8 @@ class BackgroundPusher:
             return self.outcome
         self.outcome.pushes_failed += 1
         self.outcome.last_error = error
+        from prometheus_client.exposition import generate_latest
+
         self.spool.put(
             SpoolEntry(
                 gateway=self.gateway,
