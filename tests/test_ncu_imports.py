@@ -76,3 +76,28 @@ def test_the_command_table_names_what_each_module_registers() -> None:
         cli_main.command_module(module_name).register(commands)
         expected = sorted(name for name, owner in cli_main.COMMANDS.items() if owner == module_name)
         assert sorted(commands.choices) == expected, module_name
+
+
+def test_a_summary_without_config_uses_the_config_defaults() -> None:
+    """`ncu summarize` without --config/--set skips validating a config; its settings must be the defaults."""
+    from fleetbench.cli import profile_cmd
+    from fleetbench.config.profile import ProfileConfig
+    from fleetbench.profile.classify import Thresholds, thresholds_of
+
+    defaults = ProfileConfig()
+    assert defaults.top == profile_cmd.SUMMARY_TOP
+    assert Thresholds() == thresholds_of(defaults)
+
+
+def test_a_summary_with_set_reads_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from fleetbench.cli import main as cli_main
+
+    report = str(get_test_data_dir() / "ncu-csv" / "v100_details_cutlass_cublas_tensor_gemm.csv")  # 4 kernels
+    assert cli_main.main(["ncu", "summarize", "--json", report]) == 0
+    assert len(json.loads(capsys.readouterr().out)["overview"]["top_kernels"]) == 4
+    assert cli_main.main(["ncu", "summarize", "--json", report, "--set", "profile.top=2"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["overview"]["top_kernels"]) == 2
+    assert cli_main.main(["ncu", "summarize", report, "--set", "profile.top=0"]) == 2  # validated: top >= 1
+    assert "profile.top" in capsys.readouterr().err

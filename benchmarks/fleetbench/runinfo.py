@@ -1,16 +1,16 @@
-"""Who, where and what of a run: run ids, host name, git revision, package versions."""
+"""Who, where and what of a run: run ids, host name, git revision, package versions.
+
+Every command imports this module (the config's run id rule); the modules behind the run's
+identity (secrets, socket, subprocess, importlib.metadata) load in the functions that use them.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-import secrets
-import socket
-import subprocess
 import sys
 from datetime import UTC, datetime
 from functools import cache
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from fleetbench.errors import UserError
@@ -25,6 +25,8 @@ RECORDED_PACKAGES = ("fleetbench", "torch", "numpy", "prometheus-client", "pydan
 
 def new_run_id(now: datetime | None = None) -> str:
     """A fresh run id: UTC time (so runs sort by age) plus four random hex digits (so they never collide)."""
+    import secrets
+
     stamp = (now or datetime.now(UTC)).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{secrets.token_hex(2)}"
 
@@ -38,12 +40,16 @@ def validate_run_id(run_id: str) -> str:
 
 def host_name() -> str:
     """The host label: $FLEETBENCH_HOST (set by images and deploys), else this machine's name."""
+    import socket
+
     return os.environ.get("FLEETBENCH_HOST") or socket.gethostname()
 
 
 @cache
 def git_revision() -> str:
     """The source tree's commit, or what the image builder baked in, or 'unknown'."""
+    import subprocess
+
     baked = os.environ.get("FLEETBENCH_GIT_REVISION")
     if baked:
         return baked
@@ -71,6 +77,8 @@ def git_revision() -> str:
 @cache
 def package_versions() -> dict[str, str]:
     """Python's version and those of RECORDED_PACKAGES that are installed, by name."""
+    from importlib.metadata import PackageNotFoundError, version
+
     versions = {"python": sys.version.split()[0]}
     for name in RECORDED_PACKAGES:
         try:

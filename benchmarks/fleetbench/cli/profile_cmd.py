@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -13,7 +14,15 @@ from fleetbench import jsonio
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
 from fleetbench.errors import UserError
 
+if TYPE_CHECKING:
+    from fleetbench.profile.classify import Thresholds
+
 log = logging.getLogger(__name__)
+
+# `ncu summarize` without --config or --set validates no config: it uses these, the config's defaults
+# (profile.top; profile.thresholds.* are classify.Thresholds' defaults), which a test holds equal.
+# Building the config's models would cost a report reader more than the rest of its start-up.
+SUMMARY_TOP = 15
 
 
 def _program(values: list[str]) -> list[str]:
@@ -115,6 +124,18 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _summary_settings(args: argparse.Namespace) -> tuple[Thresholds, int]:
+    """The class thresholds and top-N of a summary: the config's (--config, --set), else its defaults."""
+    from fleetbench.profile.classify import Thresholds, thresholds_of
+
+    if args.config is None and not args.overrides:
+        return Thresholds(), SUMMARY_TOP
+    from fleetbench.config.loader import load_config
+
+    config = load_config(args.config, args.overrides)  # thresholds; nothing is written
+    return thresholds_of(config.profile), config.profile.top
+
+
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     """Summarise an existing report on stdout (table or --json); --record makes it a run with a record."""
     # Reading a report needs no torch and no run machinery: each import here is what the path uses.
@@ -125,20 +146,18 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
         record = ncu_job.record_report(config, console, args.report)
         print_record_path(console, config, record)
         return 0
-    from fleetbench.config.loader import load_config
-    from fleetbench.profile.classify import thresholds_of
     from fleetbench.profile.ncu.summary import overview, summarize_path
 
-    config = load_config(args.config, args.overrides)  # thresholds; nothing is written
-    summary = summarize_path(args.report, thresholds_of(config.profile))
+    thresholds, top = _summary_settings(args)
+    summary = summarize_path(args.report, thresholds)
     if args.json:
-        print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, config.profile.top)}, indent=1))
+        print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, top)}, indent=1))
         return 0
     from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table
 
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))
-    out.print(fixes_table("class and main fix", ncu_fix_rows(summary, config.profile.top)))
+    out.print(fixes_table("class and main fix", ncu_fix_rows(summary, top)))
     for note in summary.notes:  # ncu's own ==PROF==/==WARNING== lines: diagnostics, not the listing
         log.info("%s", note)
     return 0
