@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Perf row of the Nsight Compute reader (`make perf`): `fleetbench ncu summarize` against a bare read.
+
+Both sides are whole processes, as a user starts them, on the 105-kernel report of the repository
+(tests/data/ncu-rep/a10_inference_105_kernels.ncu-rep):
+
+  ours  `python -m fleetbench ncu summarize REPORT`: start-up, the CLI, the config, reading every
+        kernel, the summary with classes and fixes, and the printed tables
+  bare  `python -c ...`: NVIDIA's ncu_report loads the same report and reads every action's
+        speed-of-light figures (sm__throughput, gpu__compute_memory_throughput, gpu__time_duration)
+
+Ratio ours / bare, target <= 2: what the suite adds on top of reading the report must not cost more
+than the read itself (a profiler host reads reports without torch; importing it alone took longer
+than the read). The two alternate (A B A B ...) for ROUNDS rounds after one warm-up each, and each
+side's figure is its fastest round, the one least disturbed on a shared machine. Not a test: prints
+the table and exits 0 (also without ncu_report installed: it says so); --strict exits 1 when the
+target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+REPORT = Path(__file__).resolve().parents[1] / "tests" / "data" / "ncu-rep" / "a10_inference_105_kernels.ncu-rep"
+ROUNDS = 7
+TARGET = 2.0
+console = Console()
+
+BARE_READ = """
+import sys, ncu_report
+names = (
+    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+    "gpu__time_duration.sum",
+)
+context = ncu_report.load_report(sys.argv[1])
+rows = []
+for r in range(context.num_ranges()):
+    launches = context.range_by_idx(r)
+    for a in range(launches.num_actions()):
+        action = launches.action_by_idx(a)
+        rows.append([action.metric_by_name(name).as_double() for name in names])
+print(len(rows), "kernels")
+"""
+
+
+def ours() -> list[str]:
+    return [sys.executable, "-m", "fleetbench", "ncu", "summarize", str(REPORT)]
+
+
+def bare() -> list[str]:
+    return [sys.executable, "-c", BARE_READ, str(REPORT)]
+
+
+def timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - started
+
+
+def fastest(variants: dict[str, list[str]], rounds: int) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in variants}
+    for command in variants.values():  # warm up: byte-code caches, the page cache
+        timed(command)
+    for index in range(rounds):
+        order = list(variants.items()) if index % 2 == 0 else list(reversed(variants.items()))
+        for name, command in order:
+            times[name].append(timed(command))
+    return {name: min(values) for name, values in times.items()}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when the target is missed")
+    args = parser.parse_args()
+    if importlib.util.find_spec("ncu_report") is None:
+        console.print("perf_ncu: NVIDIA's ncu-report is not installed (the ncu extra): no ncu row")
+        return 0
+    label = f"ncu summarize / ncu-report bare read (target <= {TARGET:.0f})"
+    console.print(f"measuring: {label} ...")
+    best = fastest({"ours": ours(), "bare": bare()}, args.rounds)
+    ratio = best["ours"] / best["bare"]
+    missed = ratio > TARGET
+    table = Table(
+        title=f"fleetbench perf, ncu reader ({cpu_model()}; fastest of {args.rounds} rounds, whole processes)"
+    )
+    table.add_column("row")
+    table.add_column("ratio", justify="right")
+    table.add_column("detail")
+    table.add_row(
+        label,
+        f"{ratio:.2f}",
+        f"{REPORT.name}: fleetbench ncu summarize {best['ours']:.3f} s, ncu_report's bare read {best['bare']:.3f} s"
+        + (" [yellow]above target[/]" if missed else ""),
+    )
+    console.print(table)
+    return 1 if missed and args.strict else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
