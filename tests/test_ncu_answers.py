@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -243,3 +244,60 @@ def test_rule_rows_of_a_details_csv_become_rules_beside_our_class() -> None:
     assert rules["TheoreticalOccupancy"].speedup_type == "global"
     # our latency_bound and NVIDIA's "low compute throughput and memory bandwidth" agree
     assert kernel.cls == "latency_bound" and kernel.disagreement is None
+
+
+# --- through the command line ------------------------------------------------------------------------
+@pytest.fixture
+def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """The console entry point, in process, with nothing pushed to a Pushgateway."""
+    from fleetbench.cli import main as cli_main
+
+    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
+    return lambda *args: cli_main.main(list(args))
+
+
+def test_summarize_names_the_gpu_derives_and_says_what_it_derived(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert fleetbench("ncu", "summarize", str(SAXPY_CSV), "--gpu", "NVIDIA GeForce RTX 5070") == 0
+    out = capsys.readouterr().out
+    assert "memory_bound" in out and "dram_sol derived" in out and "672 GB/s" in out
+    assert fleetbench("ncu", "summarize", str(SAXPY_CSV), "--gpu", "NVIDIA GeForce RTX 5070", "--json") == 0
+    kernel = json.loads(capsys.readouterr().out)["kernels"][0]
+    assert kernel["cls"] == "memory_bound" and "dram_sol" in kernel["derived"]
+
+
+def test_summarize_shows_nvidias_rules_and_json_carries_every_one(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert fleetbench("ncu", "summarize", str(A10G_REP)) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA's guided analysis" in out and "SOLBottleneck" in out and "High Compute Throughput" in out
+    assert fleetbench("ncu", "summarize", str(A10G_REP), "--json") == 0
+    kernels = json.loads(capsys.readouterr().out)["kernels"]
+    expected = [r for r in _action(A10G_REP, 0).rule_results_as_dicts() if r["rule_message"]]
+    assert [r["rule"] for r in kernels[0]["rules"]] == [r["rule_identifier"] for r in expected]
+
+
+def test_a_contradiction_is_shown_with_both_verdicts(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ("--set", "profile.thresholds.latency_bound_below=0.95")
+    args += ("--set", "profile.thresholds.compute_bound_compute_above=0.96")
+    assert fleetbench("ncu", "summarize", str(A10G_REP), *args) == 0
+    out = capsys.readouterr().out
+    assert "latency_bound !" in out
+    assert "class and NVIDIA disagree (ours: latency_bound; NVIDIA SOLBottleneck: High" in out
+
+
+def test_the_roofline_of_a_narrow_capture_draws_the_tensor_roof(fleetbench: Callable[..., int], tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    assert (
+        fleetbench("roofline", "--ncu", str(A100_CSV), "--gpu", "NVIDIA A100-PCIE-40GB", "--results-dir", str(results))
+        == 0
+    )
+    (chart,) = results.glob("*/roofline/roofline.json")
+    data = json.loads(chart.read_text())
+    assert data["peaks"]["flop_per_second"]["tensor"] == pytest.approx(312e12)
+    assert {p["roof"].split(" ")[0] for p in data["points"]} == {"tensor"}
+    assert (chart.parent / "roofline.png").stat().st_size > 10_000

@@ -66,6 +66,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     summarize.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     summarize.add_argument("--launches", action="store_true", help="one row per launch instead of per kernel")
     summarize.add_argument("--record", action="store_true", help="also write a result record and metrics")
+    summarize.add_argument(
+        "--gpu", metavar="NAME", help="the GPU the report was captured on, where it says only 'device 0' (CSV, log)"
+    )
     add_run_options(summarize)
     summarize.set_defaults(handler=handle_ncu_summarize)
     permissions = sub.add_parser("permissions", help="who may read the GPU counters here (RmProfilingAdminOnly)")
@@ -78,6 +81,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     add_run_options(roofline)
     roofline.add_argument("--ncu", type=Path, metavar="REPORT", help="kernels of an ncu report (.ncu-rep or CSV)")
+    roofline.add_argument("--gpu", metavar="NAME", help="with --ncu: the GPU the report was captured on")
     roofline.add_argument("--ops", type=Path, metavar="RUN", help="ops of a profile run folder (or its ops.json)")
     roofline.add_argument("--device", help="auto, cpu or cuda: whose peaks to measure (default: auto)")
     roofline.add_argument("--remeasure", action="store_true", help="measure the peaks again (ignore the cache)")
@@ -124,16 +128,16 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _summary_settings(args: argparse.Namespace) -> tuple[Thresholds, int]:
-    """The class thresholds and top-N of a summary: the config's (--config, --set), else its defaults."""
+def _summary_settings(args: argparse.Namespace) -> tuple[Thresholds, int, str | None]:
+    """The class thresholds, top-N and GPU name of a summary: the config's (--config, --set), else its defaults."""
     from fleetbench.profile.classify import Thresholds, thresholds_of
 
     if args.config is None and not args.overrides:
-        return Thresholds(), SUMMARY_TOP
+        return Thresholds(), SUMMARY_TOP, args.gpu
     from fleetbench.config.loader import load_config
 
     config = load_config(args.config, args.overrides)  # thresholds; nothing is written
-    return thresholds_of(config.profile), config.profile.top
+    return thresholds_of(config.profile), config.profile.top, args.gpu or config.profile.ncu.gpu
 
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
@@ -142,24 +146,29 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     if args.record:
         from fleetbench.profile.ncu import run as ncu_job
 
-        config = config_from_args(args)
+        config = config_from_args(args, {"profile.ncu.gpu": (args.gpu, "--gpu")})
         record = ncu_job.record_report(config, console, args.report)
         print_record_path(console, config, record)
         return 0
     from fleetbench.profile.ncu.summary import overview, summarize_path
 
-    thresholds, top = _summary_settings(args)
-    summary = summarize_path(args.report, thresholds)
+    thresholds, top, gpu = _summary_settings(args)
+    summary = summarize_path(args.report, thresholds, gpu)
     if args.json:
         print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, top)}, indent=1))
         return 0
-    from fleetbench.profile.display import fixes_table, ncu_fix_rows, ncu_table
+    from fleetbench.profile.display import fixes_table, kernel_notes, ncu_fix_rows, ncu_table, nvidia_table
 
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))
     out.print(fixes_table("class and main fix", ncu_fix_rows(summary, top)))
-    for note in summary.notes:  # ncu's own ==PROF==/==WARNING== lines: diagnostics, not the listing
-        log.info("%s", note)
+    rules = nvidia_table(summary, top)
+    if rules is not None:
+        out.print(rules)
+    for line in kernel_notes(summary, top):
+        out.print(line, soft_wrap=True, markup=False, highlight=False)
+    for note in summary.notes:  # ncu's own ==PROF== lines and the reader's warnings: diagnostics, stderr
+        log.log(logging.WARNING if note.startswith(("warning", "==WARNING", "==ERROR")) else logging.INFO, "%s", note)
     return 0
 
 
@@ -185,6 +194,7 @@ def handle_roofline(args: argparse.Namespace, console: Console) -> int:
             "profile.remeasure_peaks": (True if args.remeasure else None, "--remeasure"),
             "profile.roofline_ncu": (str(args.ncu) if args.ncu else None, "--ncu"),
             "profile.roofline_ops": (str(args.ops) if args.ops else None, "--ops"),
+            "profile.ncu.gpu": (args.gpu, "--gpu"),
         },
     )
     record = roofline_job.run(config, console)

@@ -52,6 +52,13 @@ class NcuConfig(StrictModel):
         default_factory=list, max_length=256, description="program and its arguments; empty: the profile workload"
     )
     report: Path | None = Field(default=None, description="report to write; default: <run folder>/ncu/report.ncu-rep")
+    gpu: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="the GPU a report was captured on, where the report does not name it (CSV, console log): "
+        "its datasheet peaks derive the figures a narrow capture lacks",
+    )
 
 
 class ProfileConfig(StrictModel):

@@ -26,9 +26,10 @@ The DRAM roof is the roof itself (100 %), not a tunable threshold.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # an annotation only: the ncu summary path loads no pydantic
+    from pydantic import BaseModel
 
 
 class ThresholdSettings(Protocol):

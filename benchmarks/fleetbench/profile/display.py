@@ -8,19 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.profile.capture import CaptureResult
 from fleetbench.profile.classify import DRAM_ROOF, FIXES_SHORT
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.profile.ncu.guidance import top_rules
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
-from fleetbench.profile.roofline.analysis import Roofline
-from fleetbench.profile.trace_summary import TraceSummary
+
+if TYPE_CHECKING:  # annotations only: a report reader does not load the capture and roofline modules
+    from fleetbench.profile.capture import CaptureResult
+    from fleetbench.profile.roofline.analysis import Roofline
+    from fleetbench.profile.trace_summary import TraceSummary
 
 ABSENT = "absent"
 CACHE_RESIDENT = "> DRAM roof (cache-resident)"
@@ -277,6 +279,13 @@ def show_profile(console: Console, outcome: ProfileOutcome, top: int) -> None:
     )
 
 
+def _gist(title: str, message: str, limit: int = 150) -> str:
+    """A rule's title and first sentence, cut to `limit` characters: the table is a guide, --json the text."""
+    first = message.split(". ")[0].split("\n")[0]
+    text = f"{title}: {first}" if title else first
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def nvidia_table(summary: NcuSummary, top: int, per_kernel: int = 3) -> Table | None:
     """NVIDIA's guided analysis of the top kernels: their first rules, beside our class; None without rules."""
     table = Table(
@@ -305,16 +314,15 @@ def nvidia_table(summary: NcuSummary, top: int, per_kernel: int = 3) -> Table | 
                 rule.kind,
                 rule.rule,
                 speedup,
-                rule.title + ": " + rule.message if rule.title else rule.message,
+                _gist(rule.title, rule.message),
             )
             shown += 1
     return table if shown else None
 
 
-def ncu_notes(summary: NcuSummary, top: int) -> list[str]:
+def kernel_notes(summary: NcuSummary, top: int) -> list[str]:
     """What a reader must know beside the tables: unmeasured kernels, derived figures, uncounted tensor work."""
-    lines = [f"ncu: {note}" for note in summary.notes if note.startswith(("==WARNING", "==ERROR"))]
-    lines += [note for note in summary.notes if not note.startswith("==")]
+    lines: list[str] = []
     for group in summary.groups[:top]:
         if group.not_measured:
             lines.append(f"{group.short}: {group.not_measured} of {group.launches} launches not measured (NaN)")
@@ -335,7 +343,8 @@ def show_ncu(console: Console, summary: NcuSummary, top: int, files: Iterable[Pa
     rules = nvidia_table(summary, top)
     if rules is not None:
         console.print(rules)
-    for line in ncu_notes(summary, top):
+    report_notes = [note for note in summary.notes if not note.startswith("==") or note.startswith(("==W", "==E"))]
+    for line in report_notes + kernel_notes(summary, top):
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     console.print("\n".join(str(path) for path in files), soft_wrap=True)
 

@@ -259,7 +259,7 @@ def _absent(metrics: dict[str, Any], flops: float | None, dram_bytes: float | No
     if dram_bytes is None:
         absent.append("DRAM byte counters (dram__bytes*)")
     elif DRAM_SOL not in metrics and not device_known:
-        absent.append("the device's peak bandwidth (unknown GPU: name it with --device to derive DRAM throughput)")
+        absent.append("the device's peak bandwidth (unknown GPU: name it with --gpu to derive DRAM throughput)")
     return absent
 
 
