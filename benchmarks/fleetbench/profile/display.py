@@ -15,7 +15,6 @@ from rich.table import Table
 
 from fleetbench.profile.classify import DRAM_ROOF, FIXES_SHORT
 from fleetbench.profile.datasheet import Peaks
-from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.profile.ncu.guidance import top_rules
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
 
@@ -178,6 +177,8 @@ def fixes_table(title: str, rows: Iterable[FixRow], caption: str | None = None) 
 
 def flop_source_caption(rows: Iterable[dict[str, Any]]) -> str:
     """Which source counted each op's FLOPs (profile.flops), the ops without a count classed by bytes."""
+    from fleetbench.profile.flops import FLOP_SOURCES  # its op tables: only a profile run needs them
+
     by_source: dict[str, list[str]] = {}
     for row in rows:
         by_source.setdefault(row.get("flop_source") or "none", []).append(row["short"])
