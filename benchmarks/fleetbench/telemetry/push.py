@@ -178,17 +178,16 @@ class BackgroundPusher:
         self.outcome.last_error = error
         from prometheus_client.exposition import generate_latest
 
-        self.spool.put(
-            SpoolEntry(
-                gateway=self.gateway,
-                job=JOB,
-                grouping_key=self.grouping_key,
-                exposition=generate_latest(self.registry).decode(),
-                spooled_at=time.time(),
-                reason=error,
-            )
+        entry = SpoolEntry(
+            gateway=self.gateway,
+            job=JOB,
+            grouping_key=self.grouping_key,
+            exposition=generate_latest(self.registry).decode(),
+            spooled_at=time.time(),
+            reason=error,
         )
-        self.outcome.spooled = True
+        # A spool that cannot be written is logged there; the run's .prom file still holds the metrics.
+        self.outcome.spooled = self.spool.put(entry) is not None
         return self.outcome
 
 
