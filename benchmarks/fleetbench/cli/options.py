@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, RECORDS_FILE
-from fleetbench.telemetry.push import PUSHGATEWAY_ENV
 
 if TYPE_CHECKING:  # the config schema loads when a command reads its config, not when it registers
     from rich.console import Console

@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fleetbench.envvars import PUSHGATEWAY_ENV as PUSHGATEWAY_ENV  # named in envvars; images read it here
 from fleetbench.telemetry.spool import Spool, SpoolEntry
+from fleetbench.urls import url_problem
 
 if TYPE_CHECKING:  # prometheus_client loads with the first push: `fleetbench --help` and readers need none
     from prometheus_client import CollectorRegistry
@@ -24,8 +26,6 @@ if TYPE_CHECKING:  # prometheus_client loads with the first push: `fleetbench --
 log = logging.getLogger(__name__)
 
 JOB = "fleetbench"
-# The environment variable that names the Pushgateway when no flag or config does (jobs, images).
-PUSHGATEWAY_ENV = "FLEETBENCH_PUSHGATEWAY"
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,9 @@ def push_with_retries(
     """Push once plus `policy.retries` retries. Returns None on success, else the last error text."""
     from prometheus_client.exposition import push_to_gateway
 
+    problem = url_problem(gateway)
+    if problem is not None:  # e.g. a damaged spool entry: the same URL would fail every retry the same way
+        return f"Pushgateway URL {gateway!r} {problem}"
     error = "not attempted"
     for attempt in range(policy.retries + 1):
         if attempt:

@@ -1,0 +1,99 @@
+"""Every FLEETBENCH_* environment variable the suite reads, with what it does.
+
+This is the registry: code that reads one takes its name from here, and the CLI warns at start about
+any other FLEETBENCH_* variable (a misspelt FLEETBENCH_PUSHGATEWAY_URL would otherwise be ignored
+without a word). The warning is a log line, not an error, so an unrelated variable never stops a
+run; bad values of known variables are errors where they are read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+__all__ = [
+    "DEBIAN_MIRROR_ENV",
+    "DEBIAN_SECURITY_MIRROR_ENV",
+    "DEBUG_ENV",
+    "DEPLOY_DIR_ENV",
+    "GIT_REVISION_ENV",
+    "GLSLC_ENV",
+    "GRAFANA_ADMIN_PASSWORD_ENV",
+    "HOST_ENV",
+    "IMAGE_NAMESPACE_ENV",
+    "KERNELS_DIR_ENV",
+    "KNOWN",
+    "LOG_LEVEL_ENV",
+    "PREFIX",
+    "PROMETHEUS_PORT_ENV",
+    "PROMETHEUS_URL_ENV",
+    "PUSHGATEWAY_ENV",
+    "PUSHGATEWAY_PORT_ENV",
+    "STATE_DIR_ENV",
+    "TRAIN_ERROR_DIR_ENV",
+    "unknown_variables",
+    "warn_unknown_variables",
+]
+
+PREFIX = "FLEETBENCH_"
+
+PUSHGATEWAY_ENV = "FLEETBENCH_PUSHGATEWAY"
+PROMETHEUS_URL_ENV = "FLEETBENCH_PROMETHEUS_URL"
+PROMETHEUS_PORT_ENV = "FLEETBENCH_PROMETHEUS_PORT"
+PUSHGATEWAY_PORT_ENV = "FLEETBENCH_PUSHGATEWAY_PORT"
+STATE_DIR_ENV = "FLEETBENCH_STATE_DIR"
+HOST_ENV = "FLEETBENCH_HOST"
+LOG_LEVEL_ENV = "FLEETBENCH_LOG_LEVEL"
+DEBUG_ENV = "FLEETBENCH_DEBUG"
+DEPLOY_DIR_ENV = "FLEETBENCH_DEPLOY_DIR"
+KERNELS_DIR_ENV = "FLEETBENCH_KERNELS_DIR"
+GLSLC_ENV = "FLEETBENCH_GLSLC"
+TRAIN_ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
+IMAGE_NAMESPACE_ENV = "FLEETBENCH_IMAGE_NAMESPACE"
+DEBIAN_MIRROR_ENV = "FLEETBENCH_DEBIAN_MIRROR"
+DEBIAN_SECURITY_MIRROR_ENV = "FLEETBENCH_DEBIAN_SECURITY_MIRROR"
+GIT_REVISION_ENV = "FLEETBENCH_GIT_REVISION"
+GRAFANA_ADMIN_PASSWORD_ENV = "FLEETBENCH_GRAFANA_ADMIN_PASSWORD"
+
+# name -> what it does (one line each); tests/test_cli_safety_net.py checks that every FLEETBENCH_*
+# name in the code, scripts, Makefile, containers and deploy is here.
+KNOWN: dict[str, str] = {
+    PUSHGATEWAY_ENV: "Pushgateway URL when --pushgateway is not given (wins over the config); empty: no push",
+    PROMETHEUS_URL_ENV: "Prometheus URL `fleetbench report` queries without --prometheus; Grafana's datasource",
+    PROMETHEUS_PORT_ENV: "port of the local stack's Prometheus (default 19090)",
+    PUSHGATEWAY_PORT_ENV: "port of the local stack's Pushgateway (default 19091)",
+    STATE_DIR_ENV: "folder of the local stack's and dockerd's state and logs (default .fleetbench)",
+    HOST_ENV: "the host label of records and metrics (default: this machine's name)",
+    LOG_LEVEL_ENV: "diagnostics level without --log-level: debug, info, warning or error",
+    DEBUG_ENV: "1: print the traceback of an unexpected error instead of saving it to a file (as --debug)",
+    DEPLOY_DIR_ENV: "the deploy/ folder (Ansible) of an installed copy",
+    KERNELS_DIR_ENV: "the edge kernels' sources (mobile/kernels) of an installed copy or an image",
+    GLSLC_ENV: "the glslc compiler to use instead of the one on PATH",
+    TRAIN_ERROR_DIR_ENV: "set by the train launcher for its ranks: where each rank writes its error",
+    IMAGE_NAMESPACE_ENV: "image repository prefix without --namespace",
+    DEBIAN_MIRROR_ENV: "Debian mirror of the images' base (default deb.debian.org)",
+    DEBIAN_SECURITY_MIRROR_ENV: "Debian security mirror of the images' base",
+    GIT_REVISION_ENV: "the commit an image was built from (the records' git_revision)",
+    GRAFANA_ADMIN_PASSWORD_ENV: "Grafana's admin password for `fleetbench deploy` (the monitoring role)",
+}
+
+log = logging.getLogger(__name__)
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The FLEETBENCH_* names in `environ` (any case) that fleetbench does not read, sorted."""
+    return sorted(name for name in environ if name.upper().startswith(PREFIX) and name not in KNOWN)
+
+
+def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """Log one warning per unknown FLEETBENCH_* variable, with the closest known name; return those names."""
+    names = unknown_variables(environ)
+    if names:
+        import difflib
+
+        known = ", ".join(sorted(KNOWN))
+        for name in names:
+            close = difflib.get_close_matches(name.upper(), KNOWN, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]}? " if close else ""
+            log.warning("%s is not a fleetbench variable and is ignored; %sknown: %s", name, hint, known)
+    return names
