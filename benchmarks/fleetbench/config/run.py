@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
 from fleetbench.config.strict import StrictModel
 from fleetbench.results.store import DEFAULT_RESULTS_DIR
 from fleetbench.runinfo import RUN_ID_PATTERN, RUN_ID_RULE
+from fleetbench.urls import check_url
 
 __all__ = ["RunConfig", "TelemetryConfig", "validate_listen_address", "validate_pushgateway_url"]
 
@@ -24,18 +24,7 @@ _LISTEN_ACCEPTED = (
 
 def validate_pushgateway_url(url: str) -> str:
     """Accept http(s)://host[:port][/prefix]; anything else is a typo we should catch before a run."""
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        raise ValueError("has an invalid port; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091") from None
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
-        raise ValueError("is not an http(s) URL; expected http(s)://HOST[:PORT], e.g. http://127.0.0.1:9091")
-    if parts.query or parts.fragment or any(c.isspace() for c in url):
-        raise ValueError("must not carry a query, fragment or spaces; expected http(s)://HOST[:PORT]")
-    if port == 0:
-        raise ValueError("has port 0; expected a port in 1-65535")
-    return url.rstrip("/")
+    return check_url(url, example="http://127.0.0.1:9091")
 
 
 def validate_listen_address(address: str) -> str:
