@@ -18,8 +18,10 @@ def url_problem(url: object) -> str | None:
     """What is wrong with `url` as the base URL of an HTTP service, or None when nothing is."""
     if not isinstance(url, str):
         return "is not text"
-    if not url or any(c.isspace() or not c.isprintable() for c in url):
-        return "is empty" if not url else "contains spaces or control characters"
+    if not url:
+        return "is empty"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "must not carry spaces or control characters"
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"}:
         return "is not an http(s) URL" + (f" (scheme {parts.scheme!r})" if parts.scheme else " (no scheme)")
@@ -28,7 +30,7 @@ def url_problem(url: object) -> str | None:
     except ValueError:
         return "has an invalid port"
     if not parts.hostname:
-        return "has no host"
+        return "is not an http(s) URL (no host)"
     if port == 0:
         return "has port 0"
     if "@" in parts.netloc:
