@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
+import errno
 import logging
 import resource
+import shlex
+import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -16,16 +21,94 @@ from pydantic import BaseModel
 
 from fleetbench import __version__
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
+from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
 from fleetbench.results.record import HeadlineFigure, ResultRecord
-from fleetbench.results.store import append_record, default_spool_dir, prepare_run_dir
+from fleetbench.results.store import DEFAULT_RESULTS_DIR, append_record, default_spool_dir, prepare_run_dir
 from fleetbench.runinfo import git_revision, host_name, new_run_id, package_versions, utc_now
 from fleetbench.telemetry.catalogue import HEADLINES, spec
 from fleetbench.telemetry.push import JOB, BackgroundPusher, PushOutcome, PushPolicy
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
-from fleetbench.telemetry.spool import Spool
+from fleetbench.telemetry.spool import Spool, check_spool_dir
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Spooled:
+    """The groups this process spooled for one gateway into one spool folder, and the last push error."""
+
+    groups: set[tuple[tuple[str, str], ...]] = field(default_factory=set)
+    error: str = ""
+
+
+# (spool folder, gateway) -> what this process spooled there, until it is announced (see _note_spooled).
+_SPOOLED: dict[tuple[Path, str], _Spooled] = {}
+
+
+def spooled_notices() -> list[str]:
+    """One line per spool folder and gateway: how many groups wait there and the command that delivers them."""
+    lines = []
+    for (directory, gateway), spooled in _SPOOLED.items():
+        count = len(spooled.groups)
+        groups = "1 metric group" if count == 1 else f"{count} metric groups"
+        words = ["fleetbench", "metrics", "flush", "--spool-dir", str(directory), "--pushgateway", gateway]
+        command = f"`{shlex.join(words)}`"
+        if directory == default_spool_dir(DEFAULT_RESULTS_DIR):
+            command += " (or `make flush`)"
+        lines.append(
+            f"the Pushgateway {gateway} did not take {groups} ({spooled.error}); spooled in {directory}, "
+            f"deliver with {command} once it is up"
+        )
+    return lines
+
+
+def _announce_spooled() -> None:
+    """The spool notices as warnings (under the CLI at exit, after everything else the process printed)."""
+    for line in spooled_notices():
+        log.warning("%s", line)
+    _SPOOLED.clear()
+
+
+def _note_spooled(directory: Path, gateway: str, group: dict[str, str], error: str) -> None:
+    """Count a spooled group. Under the CLI (its logging is set up) one notice comes at exit, after the
+    job's own output; a library caller (a test, a notebook) gets it now, at the end of the run."""
+    cli = bool(logging.getLogger("fleetbench").handlers)
+    if cli and not _SPOOLED:
+        atexit.register(_announce_spooled)
+    spooled = _SPOOLED.setdefault((directory, gateway), _Spooled())
+    spooled.groups.add(tuple(sorted(group.items())))
+    spooled.error = error
+    if not cli:
+        _announce_spooled()
+
+
+def _bind_message(addr: str, port: int, exc: OSError) -> str:
+    """What a failed bind of the /metrics server means, and what to set instead."""
+    where = f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+    other_port = "set another port with --set telemetry.http_port=PORT, or 0 for any free port"
+    if exc.errno == errno.EADDRINUSE:
+        return f"telemetry.http_port: {where} is already in use; {other_port}"
+    if exc.errno == errno.EACCES:
+        return f"telemetry.http_port: {where}: permission denied (ports below 1024 need root); {other_port}"
+    if isinstance(exc, socket.gaierror) or exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"telemetry.http_addr: cannot listen on {addr!r} ({exc.strerror or exc}); "
+            "use an address of this host, e.g. 127.0.0.1 (the default) or 0.0.0.0 (every interface)"
+        )
+    return f"telemetry: cannot serve /metrics on {where} ({exc.strerror or exc}); {other_port}"
+
+
+def start_metrics_server(addr: str, port: int, registry: Any) -> tuple[Any, Any]:
+    """Serve `registry` on http://addr:port/metrics (port 0: any free one); a bind failure is a UserError."""
+    try:
+        server, thread = start_http_server(port, addr, registry=registry)
+    except OSError as exc:
+        raise UserError(_bind_message(addr, port, exc)) from None
+    bound = server.server_address[1]
+    host = f"[{addr}]" if ":" in addr else addr
+    log.info("metrics served on http://%s:%d/metrics while the run lasts", host, bound)
+    return server, thread
 
 
 def peak_rss_bytes() -> int:
@@ -85,9 +168,8 @@ class BenchmarkRun:
         self.results_root = results_root
         self.telemetry = telemetry
         self.config = config
-        self.run_dir = prepare_run_dir(results_root, identity.run_id)
-        if telemetry.textfile_dir is not None:
-            ensure_writable_dir(telemetry.textfile_dir, "textfile dir", "--set telemetry.textfile_dir=DIR")
+        # Made when the run starts, once /metrics is up: a run refused at the start leaves no folder.
+        self.run_dir = results_root / identity.run_id
         self.metrics = MetricRecorder(identity)
         self.summary: dict[str, Any] = {}
         self.headline: list[HeadlineFigure] = []
@@ -102,6 +184,18 @@ class BenchmarkRun:
 
     # --- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> BenchmarkRun:
+        """Check the telemetry targets, start /metrics, make the run folder, then start pushing."""
+        if self.telemetry.pushgateway:
+            check_spool_dir(self.spool.directory, "telemetry.spool_dir")
+        if self.telemetry.http_port is not None:
+            self._http = start_metrics_server(self.telemetry.http_addr, self.telemetry.http_port, self.metrics.registry)
+        try:
+            if self.telemetry.textfile_dir is not None:
+                ensure_writable_dir(self.telemetry.textfile_dir, "textfile dir", "--set telemetry.textfile_dir=DIR")
+            self.run_dir = prepare_run_dir(self.results_root, self.identity.run_id)
+        except BaseException:
+            self._stop_http()
+            raise
         self.metrics.set("fleetbench_run_info", 1, version=__version__, git_revision=git_revision())
         self.metrics.set("fleetbench_run_start_timestamp_seconds", self._start.timestamp())
         if self.telemetry.pushgateway:
@@ -118,11 +212,14 @@ class BenchmarkRun:
                 ),
             )
             self._pusher.submit()
-        if self.telemetry.http_port is not None:
-            self._http = start_http_server(
-                self.telemetry.http_port, self.telemetry.http_addr, registry=self.metrics.registry
-            )
         return self
+
+    def _stop_http(self) -> None:
+        if self._http is not None:
+            server, _thread = self._http
+            server.shutdown()
+            server.server_close()  # frees the port now, for the next run of this process
+            self._http = None
 
     def step_done(self) -> None:
         """Call after each step (or at any moment worth showing live): pushes in the background."""
@@ -181,16 +278,21 @@ class BenchmarkRun:
         if self._pusher is not None:
             self.push_outcome = self._pusher.close()
             if self.push_outcome.spooled:
-                log.warning(
-                    "%s: the final push to %s failed (%s); spooled in %s for `fleetbench metrics flush`",
+                # One warning for all of this process's runs comes at exit, after what the job prints.
+                log.debug(
+                    "%s: the final push to %s failed (%s); spooled in %s",
                     self.identity.benchmark,
                     self._pusher.gateway,
                     self.push_outcome.last_error,
                     self.spool.directory,
                 )
-        if self._http is not None:
-            server, _thread = self._http
-            server.shutdown()
+                _note_spooled(
+                    self.spool.directory,
+                    self._pusher.gateway,
+                    grouping_key(self.identity),
+                    self.push_outcome.last_error or "not accepted",
+                )
+        self._stop_http()
         self._write_textfiles()
         self.record = ResultRecord(
             run_id=self.identity.run_id,
