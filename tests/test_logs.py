@@ -102,7 +102,7 @@ def test_log_level_flag_error_hides_warnings(capsys: pytest.CaptureFixture[str],
         ("error", (), False, False),
         ("ERROR", (), False, False),  # the variable is read case-insensitively
         ("error", ("--log-level", "warning"), True, False),  # the flag wins over the environment
-        ("loud", (), True, False),  # not a level: the default, info
+        ("loud", ("--log-level", "info"), True, False),  # ... and the variable is not read then
     ],
 )
 def test_log_level_from_the_environment(
@@ -118,6 +118,20 @@ def test_log_level_from_the_environment(
     lines = report(capsys, results_dir, *flags)
     assert (WARNING in lines) == warned, lines
     assert bool(debug_lines(lines)) == debugged, lines
+
+
+def test_an_invalid_level_in_the_environment_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, results_dir: Path
+) -> None:
+    monkeypatch.setenv(LOG_LEVEL_ENV, "loud")
+    code = main(["report", "logs-1", "--results-dir", str(results_dir), "--prometheus", DOWN])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.strip().splitlines() == [
+        "fleetbench: error: FLEETBENCH_LOG_LEVEL='loud' is not accepted; use one of debug, info, warning, error"
+        " (or unset it)"
+    ]
+    assert not (results_dir / "logs-1" / "report").exists()
 
 
 def test_an_invalid_level_is_refused_in_one_line(capsys: pytest.CaptureFixture[str], results_dir: Path) -> None:

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from fleetbench.envvars import PROMETHEUS_URL_ENV
 from fleetbench.errors import UserError
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs
 from fleetbench.services.stack import default_stack
+from fleetbench.urls import url_from
 
 if TYPE_CHECKING:  # the report and compare packages load matplotlib and scipy: only when a report is built
     from fleetbench.report.comparison import CompareTo
@@ -36,7 +38,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument(
         "--prometheus",
         metavar="URL",
-        help="Prometheus to query (default: $FLEETBENCH_PROMETHEUS_URL or the local stack)",
+        help=f"Prometheus to query (default: ${PROMETHEUS_URL_ENV} or the local stack)",
     )
     parser.add_argument("--offline", action="store_true", help="render from the result records only")
     group = parser.add_argument_group("comparison")
@@ -79,15 +81,23 @@ def _compare_to(args: argparse.Namespace, run_dir: Path) -> CompareTo | None:
     return prepare(args.compare, run_dir, args.results_dir, settings_from(config.compare), args.allow_mismatch)
 
 
+def prometheus_url(args: argparse.Namespace) -> str | None:
+    """The Prometheus to query, checked where it entered: --prometheus, $FLEETBENCH_PROMETHEUS_URL, else the
+    local stack's; None with --offline (a --prometheus given too is still checked)."""
+    example = "http://127.0.0.1:9090"
+    flag = None if args.prometheus is None else url_from(args.prometheus, "--prometheus", example)
+    if args.offline or flag is not None:
+        return None if args.offline else flag
+    if os.environ.get(PROMETHEUS_URL_ENV):
+        return url_from(os.environ[PROMETHEUS_URL_ENV], f"${PROMETHEUS_URL_ENV}", example)
+    return default_stack().prometheus_url
+
+
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Build the report of the run (default: the newest) and print the page's path."""
+    url = prometheus_url(args)
     run_dir = _run_dir(args)
     compare_to = _compare_to(args, run_dir)
-    url = (
-        None
-        if args.offline
-        else (args.prometheus or os.environ.get("FLEETBENCH_PROMETHEUS_URL") or default_stack().prometheus_url)
-    )
     from fleetbench.report.build import build_report
 
     page = build_report(run_dir, url, compare_to)

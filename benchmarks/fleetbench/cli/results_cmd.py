@@ -3,13 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import logging
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fleetbench import jsonio
-from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs, read_records
+from fleetbench.errors import UserError
+from fleetbench.results.store import (
+    DEFAULT_RESULTS_DIR,
+    RECORDS_FILE,
+    check_results_root,
+    find_run,
+    list_runs,
+    read_records,
+)
+
+log = logging.getLogger(__name__)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,34 +38,54 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def handle_list(args: argparse.Namespace, console: Console) -> int:
-    """Print one table row per run: benchmarks, overall status, devices, start."""
+    """Print one table row per run: benchmarks, overall status, devices, start.
+
+    A run whose records cannot be read is left out with one warning naming the file and line; the
+    others are listed (exit 0). A results folder that does not exist is a UserError.
+    """
+    check_results_root(args.results_dir)
     table = Table(title=f"runs in {args.results_dir}")
     for column in ("run_id", "benchmarks", "status", "device", "start"):
         table.add_column(column)
     for run_dir in list_runs(args.results_dir):
-        records = read_records(run_dir)
+        try:
+            records = read_records(run_dir)
+        except UserError as exc:
+            log.warning("run %s left out: %s", run_dir.name, exc)
+            continue
+        if not records:
+            log.warning("run %s left out: %s holds no records", run_dir.name, run_dir / RECORDS_FILE)
+            continue
         table.add_row(
-            run_dir.name,
-            ", ".join(sorted({r.benchmark for r in records})),
+            escape(run_dir.name),
+            escape(", ".join(sorted({r.benchmark for r in records}))),
             "ok" if all(r.status == "ok" for r in records) else "failed",
-            ", ".join(sorted({r.device for r in records})),
-            min(r.start for r in records).isoformat(),
+            escape(", ".join(sorted({r.device for r in records}))),
+            min(_utc(r.start) for r in records).isoformat(),
         )
     console.print(table)
     return 0
 
 
+def _utc(moment: datetime) -> datetime:
+    """A record's time as UTC (a hand-written record may carry no zone: it is taken as UTC)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
 def handle_show(args: argparse.Namespace, console: Console) -> int:
     """Print a run's records: a line and the summary of each, or (--json) the records as JSON Lines."""
-    records = read_records(find_run(args.results_dir, args.run_id))
+    run_dir = find_run(args.results_dir, args.run_id)
+    records = read_records(run_dir)
+    if not records:
+        raise UserError(f"run {args.run_id!r} holds no records: {run_dir / RECORDS_FILE} is empty")
     if args.json:
         for record in records:
             print(record.model_dump_json())
         return 0
     for record in records:
         console.print(
-            f"[bold]{record.benchmark}[/] rank {record.rank} on {record.host} "
-            f"({record.device}, {record.backend}): {record.status} in {record.duration_s:.1f} s"
+            f"[bold]{escape(record.benchmark)}[/] rank {record.rank} on {escape(record.host)} "
+            f"({escape(record.device)}, {escape(record.backend)}): {record.status} in {record.duration_s:.1f} s"
         )
-        console.print(jsonio.dumps(record.summary, indent=2))
+        console.print(jsonio.dumps(record.summary, indent=2), markup=False)
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import reprlib
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,134 @@ from fleetbench.errors import UserError
 log = logging.getLogger(__name__)
 
 SUFFIXES = {".yaml": "yaml", ".yml": "yaml", ".toml": "toml"}
+MAX_CONFIG_BYTES = 1 << 20  # a config is a few KiB; anything this large is the wrong file
+MAX_VALUES = 100_000  # values in a config once YAML aliases are expanded (a few hundred in practice)
+_SHOW = reprlib.Repr()  # how an offending value is quoted in an error: short, whatever its size
+_SHOW.maxstring = _SHOW.maxother = 80
+_SHOW.maxlist = _SHOW.maxdict = _SHOW.maxtuple = 6
+
+
+class _YAMLLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """PyYAML's safe loader, but a key given twice in one mapping is an error instead of the last one winning."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        """The mapping of `node`; a duplicate key raises a ConstructorError that names both lines."""
+        seen: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = (key_node.tag, key_node.value)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {shown(key_node.value)} (first at line {seen[key] + 1})",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node.start_mark.line
+        mapping: dict[Any, Any] = super().construct_mapping(node, deep=deep)
+        return mapping
+
+
+def shown(value: Any) -> str:
+    """A value as an error message quotes it: YAML's spelling of true, false and null, the rest as repr,
+    cut short (a config value can be a huge or self-referencing structure)."""
+    if isinstance(value, bool) or value is None:
+        return {True: "true", False: "false", None: "null"}[value]
+    return _SHOW.repr(value)
+
+
+def load_yaml(text: str) -> Any:
+    """A YAML document as Python values (safe types only, duplicate keys refused); YAMLError or ValueError."""
+    return yaml.load(text, Loader=_YAMLLoader)  # a safe loader: SafeConstructor with the duplicate check
+
+
+def _yaml_problem(exc: yaml.YAMLError, text: str) -> str:
+    """What PyYAML found wrong, with its line, in one line; a tab where YAML wants spaces is named."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = text.count("\n", 0, exc.position) + 1
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character[:1] or "\0")
+        return f"invalid YAML at line {line}: character #x{code:04x} is not allowed ({exc.reason})"
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    context = getattr(exc, "context", None)
+    if context and problem.startswith("but "):  # "expected a single document ..., but found another document"
+        problem = f"{context}, {problem}"
+    if mark is not None and "\t" in (text.splitlines()[mark.line : mark.line + 1] or [""])[0]:
+        problem += " (a tab: YAML indents with spaces)"
+    return f"invalid YAML{where}: {problem}"
+
+
+def _read_text(path: Path) -> str:
+    """The file as text (UTF-8, a byte-order mark allowed); anything else is a UserError naming the file."""
+    try:
+        if path.exists() and not path.is_dir() and not path.is_file():
+            raise UserError(f"{path}: is not a regular file; expected a .yaml or .toml file")
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except FileNotFoundError:
+        raise UserError(f"{path}: config file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a folder; expected a .yaml or .toml file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read config file: {exc.strerror or exc}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise UserError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MiB; a config file is a few KiB of YAML or TOML")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at line {line}); save it as UTF-8"
+        ) from None
+
+
+def _parse(text: str, kind: str) -> Any:
+    """The document of a YAML or TOML text; ValueError (YAMLError, TOMLDecodeError) saying what is wrong."""
+    try:
+        return load_yaml(text) if kind == "yaml" else tomllib.loads(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(_yaml_problem(exc, text)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"invalid {kind.upper()}: nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts (its message has advice for coders)
+        raise ValueError(f"invalid {kind.upper()}: {str(exc).split(';')[0]}") from None
+
+
+def count_values(data: Any, limit: int = MAX_VALUES) -> int:
+    """How many values `data` holds, a container shared through YAML aliases counted at every use.
+
+    Counting stops soon after `limit`. RecursionError for data nested too deeply or holding itself.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            return 1
+        if id(node) not in sizes:
+            total = 1
+            for child in children:
+                total += size(child)
+                if total > limit:
+                    break
+            sizes[id(node)] = total
+        return sizes[id(node)]
+
+    return size(data)
+
+
+def check_size(data: Any) -> None:
+    """ValueError when `data` is too large or too deep to be a config (YAML aliases can make it both)."""
+    try:
+        too_many = count_values(data) > MAX_VALUES
+    except RecursionError:
+        raise ValueError("nested too deeply, or a YAML alias refers to its own anchor") from None
+    if too_many:
+        raise ValueError(f"holds more than {MAX_VALUES} values once YAML aliases are expanded")
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
@@ -23,27 +152,19 @@ def read_config_file(path: Path) -> dict[str, Any]:
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise UserError(f"{path}: unsupported config format {path.suffix or '(none)'!r}; accepted: .yaml, .yml, .toml")
+    text = _read_text(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: config file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a folder; expected a .yaml or .toml file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read config file: {exc}") from None
-    try:
-        data = yaml.safe_load(text) if kind == "yaml" else tomllib.loads(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "invalid YAML"
-        raise UserError(f"{path}: invalid YAML{where}: {problem}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: invalid TOML: {exc}") from None
+        data = _parse(text, kind)
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise UserError(f"{path}: top level must be a mapping of sections (run, telemetry, probe, ...)")
+    try:
+        check_size(data)
+    except ValueError as exc:
+        raise UserError(f"{path}: {exc}") from None
     return data
 
 
@@ -52,11 +173,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     path = [part.strip() for part in key.split(".")]
     if not sep or not all(path):
-        raise UserError(f"override {text!r} is not accepted: use SECTION.KEY=VALUE, e.g. probe.matmul_sizes=[256,512]")
+        raise UserError(
+            f"override {shown(text)} is not accepted: use SECTION.KEY=VALUE, e.g. probe.matmul_sizes=[256,512]"
+        )
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        raise UserError(f"override {text!r}: value {raw!r} is not a valid scalar or [list]") from None
+        value = _parse(raw, "yaml") if raw.strip() else ""
+        check_size(value)
+    except ValueError as exc:
+        raise UserError(f"override {shown(text)}: value {shown(raw)} is not a valid scalar or [list]: {exc}") from None
     return path, value
 
 
@@ -66,7 +190,7 @@ def apply_override(data: dict[str, Any], path: list[str], value: Any, origin: st
     for part in path[:-1]:
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise UserError(f"override {origin!r}: {part!r} is a value, not a section")
+            raise UserError(f"override {shown(origin)}: {shown(part)} is a value, not a section")
         node = child
     node[path[-1]] = value
 
@@ -83,7 +207,7 @@ def load_config(
     for text in overrides or []:
         key_path, value = parse_override(text)
         apply_override(data, key_path, value, text)
-        origins[tuple(key_path)] = f"--set {text}"
+        origins[tuple(key_path)] = f"--set {text if len(text) <= 120 else shown(text)}"
     for dotted, (value, flag) in (flags or {}).items():
         if value is not None:
             apply_override(data, dotted.split("."), value, flag)
@@ -114,8 +238,12 @@ def describe_validation_error(
     if first["type"] == "extra_forbidden":
         accepted = ", ".join(accepted_keys(model, loc[:-1]))
         message = f"unknown key; accepted: {accepted}"
+    elif isinstance(first["input"], dict):  # a whole section's check: its message says what is wrong
+        message = first["msg"]
     else:
-        message = f"{first['msg']} (got {first['input']!r})"
+        message = f"{first['msg']} (got {shown(first['input'])})"
+        if first["type"] == "string_type" and isinstance(first["input"], int | float):
+            message += "; quote a number to make it text, e.g. '\"2024\"'"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {key}: {message}{more}"
 

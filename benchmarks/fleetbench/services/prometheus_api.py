@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetbench.errors import UserError
+from fleetbench.urls import url_from
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,7 @@ class PrometheusClient:
     """Queries one Prometheus server; unreachable servers and failed queries raise UserError."""
 
     def __init__(self, base_url: str, timeout_s: float = 5.0) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = url_from(base_url, "Prometheus URL", "http://127.0.0.1:9090")
         self.timeout_s = timeout_s
 
     def _get(self, path: str, params: dict[str, str]) -> Any:
