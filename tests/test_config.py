@@ -224,3 +224,66 @@ def test_config_modules_do_not_import_torch(module: str) -> None:
     code = f"import sys, {module}; print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+def field_error(model: type[BaseModel], name: str, value: object) -> str | None:
+    """The type of the error `value` gets at field `name` of `model`, None when the field takes it."""
+    try:
+        model.model_validate({name: value})
+    except ValidationError as exc:
+        return next((e["type"] for e in exc.errors() if tuple(e["loc"][:1]) == (name,)), None)
+    return None
+
+
+@pytest.mark.parametrize("path", sorted(SECTIONS))
+def test_no_field_takes_a_boolean_for_a_number_or_a_number_for_a_boolean(path: str) -> None:
+    model = SECTIONS[path]
+    for name in model.model_fields:
+        takes_true, takes_one = field_error(model, name, True), field_error(model, name, 1)
+        assert takes_true is not None or takes_one is not None, f"{path}.{name} takes both true and 1"
+        if takes_true is None:  # a boolean field
+            assert takes_one == "bool_strict", (path, name, takes_one)
+            assert field_error(model, name, "yes") == "bool_strict", (path, name)
+        if takes_one is None:  # a number field
+            assert takes_true == "number_not_bool", (path, name, takes_true)
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ("train.grad_clip=.inf", "train.grad_clip: Input should be a finite number (got inf)"),
+        ("train.peak_flops=.nan", "train.peak_flops: Input should be a finite number (got nan)"),
+        ("train.node_rank=9223372036854775808", "Input should be an integer of at most 64 bits"),
+        ("train.fsdp=0", "train.fsdp: Input should be true or false (got 0)"),
+        ("train.profile_steps=[true, 4]", "train.profile_steps.0: Input should be an integer, not true or false"),
+        ("run.run_id=2024", "(got 2024); quote a number to make it text"),
+        ("probe.matmul_sizes=[&a 512, *a]", "values must be unique"),
+    ],
+)
+def test_surprising_coercions_are_refused(override: str, fragment: str) -> None:
+    with pytest.raises(UserError) as info:
+        load_config(None, [override])
+    assert fragment in str(info.value)
+
+
+def test_yaml_typing_of_numbers_is_kept() -> None:
+    config = load_config(
+        None, ["train.lr=3e-4", "train.node_rank=9223372036854775807", "probe.min_run_time_s=1", "train.fsdp=off"]
+    )
+    assert config.train.lr == 3e-4  # PyYAML reads 3e-4 as text; a float field still takes it
+    assert config.train.node_rank == 2**63 - 1
+    assert config.probe.min_run_time_s == 1.0
+    assert config.train.fsdp is False  # YAML's off is a boolean
+
+
+def test_a_byte_order_mark_is_accepted_and_duplicate_keys_are_not(tmp_path: Path) -> None:
+    (tmp_path / "bom.yaml").write_bytes(b"\xef\xbb\xbfprobe:\n  dtype: float16\n")
+    (tmp_path / "bom.toml").write_bytes(b'\xef\xbb\xbf[probe]\ndtype = "float16"\n')
+    assert load_config(tmp_path / "bom.yaml").probe.dtype == load_config(tmp_path / "bom.toml").probe.dtype == "float16"
+    (tmp_path / "dup.yaml").write_text("probe:\n  dtype: float16\n\n  dtype: float32\n")
+    with pytest.raises(
+        UserError, match=r"dup.yaml: invalid YAML at line 4: duplicate key 'dtype' \(first at line 2\)$"
+    ):
+        load_config(tmp_path / "dup.yaml")
+    (tmp_path / "alias.yaml").write_text("train: {threads: &t 3}\nprobe: {threads: *t}\n")
+    assert load_config(tmp_path / "alias.yaml").probe.threads == 3  # anchors and aliases still work

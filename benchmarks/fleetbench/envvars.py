@@ -92,8 +92,9 @@ def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
         import difflib
 
         known = ", ".join(sorted(KNOWN))
+        suffixes = {name.removeprefix(PREFIX): name for name in KNOWN}  # the shared prefix would match anything
         for name in names:
-            close = difflib.get_close_matches(name.upper(), KNOWN, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]}? " if close else ""
+            close = difflib.get_close_matches(name.upper().removeprefix(PREFIX), suffixes, n=1, cutoff=0.6)
+            hint = f"did you mean {suffixes[close[0]]}? " if close else ""
             log.warning("%s is not a fleetbench variable and is ignored; %sknown: %s", name, hint, known)
     return names

@@ -9,6 +9,7 @@ can tell a crash from a failed gate (1) or bad input (2). `--debug` prints the t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -165,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("fleetbench: interrupted", file=sys.stderr)
         return INTERRUPTED_EXIT
-    except BrokenPipeError:  # the reader of stdout went away (`fleetbench results list | head -1`)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit flush has nowhere to fail
+    except BrokenPipeError:  # the reader of stdout went away (`fleetbench results list | head -1`): no bug
+        with contextlib.suppress(OSError, ValueError):  # the exit flush must not fail on the closed pipe
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except Exception as exc:  # the one place where unexpected exceptions end
         wanted = debug if debug is not None else _debug_asked(argv)
