@@ -97,7 +97,7 @@ def inventory(
                 "fleetbench_dcgm_exporter_enabled": False,
                 "trainer_use_gpus": False,
                 "profiler_use_gpus": False,
-                "profiler_use_ncu": False,
+                "fleetbench_profile_ncu": False,  # no NVIDIA driver on the nodes (tests point the role at a params file)
                 "trainer_gpus_per_node": 1,
                 "trainer_preset": "tiny",
                 "trainer_steps": 4,
