@@ -224,13 +224,15 @@ NOT_VARIABLES = {"FLEETBENCH_F16"}
 
 
 def tree_text() -> dict[str, str]:
-    """The text of every file of the package, scripts, Makefile, containers, deploy, grafana and mobile."""
-    roots = [REPO / name for name in ("benchmarks/fleetbench", "scripts", "containers", "deploy", "grafana", "mobile")]
+    """The text of every tracked file of the package, scripts, Makefile, containers, deploy, grafana, mobile."""
+    roots = ("benchmarks/fleetbench/", "scripts/", "containers/", "deploy/", "grafana/", "mobile/", "Makefile")
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files"], capture_output=True, text=True, check=True)
     texts: dict[str, str] = {}
-    for path in [REPO / "Makefile", *(p for root in roots for p in root.rglob("*") if p.is_file())]:
-        if path.name != "envvars.py" and "__pycache__" not in path.parts:
+    for name in listed.stdout.splitlines():
+        path = REPO / name
+        if name.startswith(roots) and path.name != "envvars.py" and path.is_file():
             try:
-                texts[str(path.relative_to(REPO))] = path.read_text(encoding="utf-8")
+                texts[name] = path.read_text(encoding="utf-8")
             except UnicodeDecodeError:
                 continue
     return texts
@@ -247,3 +249,8 @@ def test_every_fleetbench_variable_in_the_tree_is_registered_and_every_registere
     unused = [name for name in KNOWN if name not in named and not re.search(rf"\b{constants[name]}\b", code)]
     assert unused == []
     assert all(description and "\n" not in description for description in KNOWN.values())
+
+
+def test_the_configuration_page_lists_every_variable() -> None:
+    page = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert [name for name in KNOWN if f"`{name}`" not in page] == []
