@@ -55,7 +55,8 @@ NPROC ?=
 NNODES ?=
 NODE_RANK ?=
 RDZV_ENDPOINT ?=
-PRESET ?=
+PRESET ?=  # unset: the device's default (fleetbench/train/defaults.py): tiny on the CPU, seed on CUDA
+DTYPE ?=   # bf16, fp32 or auto; unset: the device's default (fp32 on the CPU, bf16 params + fp32 reduce on CUDA)
 STEPS ?=
 CONFIG ?=
 MAX_RESTARTS ?=
@@ -63,13 +64,15 @@ TRAIN_ARGS ?=
 PROFILE ?=  # 1: torch.profiler traces of steps 3..5 on every rank (A:B: those steps)
 train_launch = $(if $(NNODES),--nnodes $(NNODES)) $(if $(NODE_RANK),--node-rank $(NODE_RANK)) \
   $(if $(RDZV_ENDPOINT),--rdzv-endpoint $(RDZV_ENDPOINT)) $(if $(STEPS),--steps $(STEPS)) \
-  $(if $(CONFIG),--config $(CONFIG)) $(if $(MAX_RESTARTS),--max-restarts $(MAX_RESTARTS)) $(TRAIN_ARGS)
+  $(if $(PRESET),--preset $(PRESET)) $(if $(DTYPE),--dtype $(DTYPE)) \
+  $(if $(CONFIG),--config $(CONFIG)) $(if $(MAX_RESTARTS),--max-restarts $(MAX_RESTARTS)) \
+  $(if $(filter 1,$(PROFILE)),--profile-steps 3:5,$(if $(filter-out 0,$(PROFILE)),--profile-steps $(PROFILE))) $(TRAIN_ARGS)
 
-train: setup ## FSDP2 on the CPU: 2 gloo ranks, tiny preset (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET STEPS CONFIG PROFILE)
-	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) --preset $(or $(PRESET),tiny) $(train_launch) $(if $(filter 1,$(PROFILE)),--profile-steps 3:5,$(if $(filter-out 0,$(PROFILE)),--profile-steps $(PROFILE)))
+train: setup ## FSDP2 on the CPU: 2 gloo ranks, the CPU's default preset and dtype (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET DTYPE STEPS CONFIG PROFILE TRAIN_ARGS)
+	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) $(train_launch)
 
-train-4gpu: setup ## FSDP2 on 4 GPUs (NCCL, bf16), the reference `seed` preset; same knobs as train
-	@$(FB) train --results-dir $(RESULTS) --device cuda --nproc $(or $(NPROC),4) --preset $(or $(PRESET),seed) $(train_launch) $(if $(filter 1,$(PROFILE)),--profile-steps 3:5,$(if $(filter-out 0,$(PROFILE)),--profile-steps $(PROFILE)))
+train-4gpu: setup ## FSDP2 on 4 GPUs (NCCL), the CUDA default preset and dtype (seed, bf16 params, fp32 reduce); same knobs
+	@$(FB) train --results-dir $(RESULTS) --device cuda --nproc $(or $(NPROC),4) $(train_launch)
 
 probe: setup ## time matmul and copy on this device (achieved FLOP/s and bytes/s)
 	@$(FB) probe --results-dir $(RESULTS)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fleetbench.cli import main as cli_main
-from fleetbench.train.parallel import usable_cpu_cores
+from fleetbench.train.parallel import MIN_CPU_RANKS, max_cpu_ranks, usable_cpu_cores
 
 
 def fail_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], status_lines: int = 0) -> str:
@@ -69,9 +69,11 @@ def test_bad_input_is_one_line(
 
 
 def test_more_ranks_than_cores_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    too_many = usable_cpu_cores() + 1
+    """One rank per core, or up to MIN_CPU_RANKS (the smallest 2 x 2 HSDP mesh) sharing fewer cores."""
+    too_many = max_cpu_ranks() + 1
     err = fail_with_one_line(capsys, ["--results-dir", str(tmp_path), "--device", "cpu", "--nproc", str(too_many)])
-    assert f"NPROC={too_many} ranks per node but this machine has {too_many - 1} usable CPU core(s)" in err
+    assert f"NPROC={too_many} ranks per node but this machine has {usable_cpu_cores()} usable CPU core(s)" in err
+    assert f"(one per rank, or up to {MIN_CPU_RANKS} sharing fewer cores); accepted: NPROC <= {too_many - 1}" in err
 
 
 def test_resume_without_a_checkpoint(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

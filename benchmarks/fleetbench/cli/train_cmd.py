@@ -4,6 +4,8 @@ fleetbench train --nproc 2                          # this node, 2 ranks (gloo o
 fleetbench train --preset seed --nproc 4            # the reference workload on 4 GPUs
 fleetbench train --nnodes 2 --node-rank 1 --rdzv-endpoint node0:29400
 fleetbench train --profile-steps 3:5               # torch.profiler trace of steps 3..5 on every rank
+fleetbench train --device cpu --dtype bf16          # the CUDA precision policy (bf16 params, fp32 reduce) on gloo
+fleetbench train --nproc 4 --hsdp 2                 # HSDP: 2 replicas x shard groups of 2 ranks
 torchrun --nproc-per-node 2 -m fleetbench train     # torchrun directly: each process is one rank
 """
 
@@ -27,9 +29,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options, the training shortcuts for --set train.KEY and the torchrun launch flags."""
     add_run_options(parser)
     group = parser.add_argument_group("training (each flag is a shortcut for --set train.KEY=VALUE)")
-    group.add_argument("--preset", help="tiny (CPU default), small, seed (the reference workload), 1b")
+    group.add_argument(
+        "--preset", help="tiny, small, seed (the reference workload), 1b (default: seed on CUDA, tiny on the CPU)"
+    )
     group.add_argument("--steps", type=int, help="steps to train (default: the preset's)")
     group.add_argument("--device", help="auto, cpu or cuda (default: auto)")
+    group.add_argument(
+        "--dtype",
+        choices=("bf16", "fp32", "auto"),
+        help="train.mixed_precision: bf16 params with fp32 reduce, fp32, or auto (bf16 on CUDA, fp32 on the CPU)",
+    )
+    group.add_argument(
+        "--hsdp",
+        type=int,
+        metavar="N",
+        help="HSDP: shard within groups of N ranks, replicate across them (train.hsdp=true, hsdp_shard_size=N)",
+    )
     group.add_argument(
         "--resume",
         action="store_true",
@@ -70,6 +85,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         "train.preset": (args.preset, "--preset"),
         "train.steps": (args.steps, "--steps"),
         "train.device": (args.device, "--device"),
+        "train.mixed_precision": (args.dtype, "--dtype"),
+        "train.hsdp": (True if args.hsdp is not None else None, "--hsdp"),
+        "train.hsdp_shard_size": (args.hsdp, "--hsdp"),
         "train.resume": (args.resume, "--resume"),
         "train.profile_steps": (args.profile_steps, "--profile-steps"),
         "train.nproc": (args.nproc, "--nproc"),

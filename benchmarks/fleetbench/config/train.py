@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 from fleetbench.config.strict import StrictModel
 
 __all__ = [
+    "DTYPE_FLAG_VALUES",
     "ENDPOINT_PATTERN",
     "PRESETS",
     "PROFILE_STEPS_ACCEPTED",
@@ -125,6 +126,9 @@ PRESETS: dict[str, Preset] = {
     ),
 }
 
+# `--dtype` (and `train.mixed_precision` given as a name): the precision policy by name; auto is unset.
+DTYPE_FLAG_VALUES: dict[str, bool | None] = {"bf16": True, "fp32": False, "auto": None}
+
 ENDPOINT_PATTERN = re.compile(r"^[A-Za-z0-9._\-\[\]:]+:\d{1,5}$")
 PROFILE_STEPS_PATTERN = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
 PROFILE_STEPS_ACCEPTED = "A:B, the first and last step to profile, with 1 <= A <= B <= train.steps (e.g. 3:5)"
@@ -154,7 +158,9 @@ def parse_profile_steps(value: object) -> object:
 class TrainConfig(StrictModel):
     """Section `train` of the fleetbench config. None means: the preset's value (or automatic)."""
 
-    preset: PresetName = "tiny"
+    preset: PresetName | None = Field(
+        default=None, description="unset: automatic by device, seed on CUDA and tiny on the CPU (train/defaults.py)"
+    )
     # --- model and batch (None: from the preset) ---
     dim: int | None = Field(default=None, ge=8, le=65536)
     layers: int | None = Field(default=None, ge=1, le=1024)
@@ -181,7 +187,10 @@ class TrainConfig(StrictModel):
     reshard_after_forward: bool = True
     activation_checkpointing: bool = False
     compile: bool = False
-    mixed_precision: bool | None = Field(default=None, description="bf16 params, fp32 reduce; unset: on for CUDA")
+    mixed_precision: bool | None = Field(
+        default=None,
+        description="bf16 params, fp32 reduce (also bf16/fp32/auto, as --dtype); unset: on CUDA under FSDP2, off on CPU",
+    )
     meta_init: bool = True
     hsdp: bool = Field(default=False, description="2-D mesh: replicate across groups, shard within a group")
     hsdp_shard_size: int | None = Field(default=None, ge=1, description="ranks per shard group; unset: per node")
@@ -219,6 +228,11 @@ class TrainConfig(StrictModel):
         if value is not None and not 0 <= int(value.rsplit(":", 1)[1]) <= 65535:
             raise ValueError("port must be 0-65535")
         return value
+
+    @field_validator("mixed_precision", mode="before")
+    @classmethod
+    def _dtype_names(cls, value: object) -> object:
+        return DTYPE_FLAG_VALUES.get(value, value) if isinstance(value, str) else value
 
     @field_validator("profile_steps", mode="before")
     @classmethod

@@ -93,13 +93,14 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     from fleetbench.config.train import TrainConfig
     from fleetbench.train.data import TokenBatches
     from fleetbench.train.decoder import Decoder
+    from fleetbench.train.defaults import choose_precision, choose_preset
     from fleetbench.train.parallel import build_optimizer
     from fleetbench.train.plan import resolve_plan
 
     cfg = config.profile
     base = getattr(config, "train", None)
     train_cfg = base if isinstance(base, TrainConfig) else TrainConfig()
-    preset = cfg.train_preset or ("seed" if device.backend == "cuda" else "tiny")
+    preset = cfg.train_preset or choose_preset(None, device.backend).name
     try:
         train_cfg = train_cfg.model_copy(update={"preset": preset, "fsdp": False, "hsdp": False})
         train_cfg = TrainConfig.model_validate(train_cfg.model_dump())
@@ -113,7 +114,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     data = TokenBatches(
         plan.data, shape.vocab_size, plan.seq_len, plan.batch_size, train_cfg.seed, 0, device.torch_device
     )
-    mixed = train_cfg.mixed_precision if train_cfg.mixed_precision is not None else device.backend == "cuda"
+    mixed = choose_precision(train_cfg.mixed_precision, True, device.backend).bf16  # as the FSDP2 trainer's
     counter = {"step": 0}
 
     def step() -> None:

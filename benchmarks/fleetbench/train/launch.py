@@ -81,19 +81,20 @@ def worker_threads(cfg: TrainConfig, nproc: int) -> int:
 
 def preflight(config: FleetbenchConfig) -> tuple[int, int]:
     """Validate before launching; returns (ranks per node, world size)."""
-    import torch
-
+    from fleetbench.devices import resolve_device
     from fleetbench.train.data import text_corpus
     from fleetbench.train.memory import check_fits
-    from fleetbench.train.parallel import check_ranks_fit, default_local_ranks, uses_cuda
+    from fleetbench.train.parallel import check_ranks_fit, default_local_ranks, precision, usable_cpu_cores, uses_cuda
 
     cfg = config.train
     nproc = cfg.nproc or default_local_ranks(cfg.device)
     world = nproc * cfg.nnodes
-    plan = resolve_plan(cfg, world)
-    check_launch(cfg, plan)
-    check_profile_device(cfg, uses_cuda(cfg.device))
     check_ranks_fit(cfg.device, nproc)
+    cuda = uses_cuda(cfg.device)
+    device = resolve_device("cuda" if cuda else "cpu")  # what this node's first rank trains on
+    plan = resolve_plan(cfg, world, device)
+    check_launch(cfg, plan)
+    check_profile_device(cfg, cuda)
     if cfg.node_rank >= cfg.nnodes:
         raise UserError(f"NODE_RANK={cfg.node_rank} is not below NNODES={cfg.nnodes}; accepted: 0 .. {cfg.nnodes - 1}")
     if cfg.nnodes > 1 and not cfg.rdzv_endpoint:
@@ -108,9 +109,14 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
                 f"train.seq_len={plan.seq_len} is longer than the text corpus ({len(corpus.tokens)} "
                 f"bytes); accepted: seq_len < {len(corpus.tokens) - 1}, or data=random"
             )
-    cuda = uses_cuda(cfg.device)
-    bf16 = cfg.mixed_precision if cfg.mixed_precision is not None else (cuda and cfg.fsdp)
-    check_fits(plan, cfg, torch.device("cuda", 0) if cuda else torch.device("cpu"), nproc, bf16)
+    check_fits(plan, cfg, device.torch_device, nproc, precision(cfg, device).bf16)
+    if not cuda and nproc > usable_cpu_cores():
+        log.warning(
+            "%d ranks share %d CPU core(s): the run is correct but slower, and its tokens/s and MFU are not "
+            "this machine's",
+            nproc,
+            usable_cpu_cores(),
+        )
     ensure_writable_dir(config.run.results_dir, "results dir", "--results-dir")
     if cfg.checkpoint_dir is not None and (cfg.checkpoint_every or cfg.checkpoint_final):
         ensure_writable_dir(cfg.checkpoint_dir, "checkpoint dir", "--set train.checkpoint_dir=DIR")

@@ -60,7 +60,9 @@ from fleetbench.train.parallel import (
     compute_dtype,
     init_process_group,
     pick_device,
+    precision,
     threads_per_rank,
+    watch_dtypes,
 )
 from fleetbench.train.plan import TrainPlan, check_launch, check_profile_device, resolve_plan
 from fleetbench.train.plots import plot_history
@@ -151,6 +153,13 @@ class Parts:
     checkpointer: Checkpointer
 
 
+def describe_mesh(mesh: Any) -> str:
+    """The device mesh as the first log line shows it: (2, 2) replicate x shard, or - without FSDP."""
+    if mesh is None:
+        return "-"
+    return f"{tuple(mesh.shape)} {' x '.join(mesh.mesh_dim_names or ())}".rstrip()
+
+
 def lr_at(plan: TrainPlan, step: int) -> float:
     """Linear warm-up over `warmup_steps`, then the plan's constant learning rate."""
     if plan.warmup_steps and step < plan.warmup_steps:
@@ -186,6 +195,7 @@ class Trainer:
         self.console = console
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
+        self.precision = precision(self.cfg, setup.device)
         self.dtype = compute_dtype(self.cfg, setup.device)
         self.knobs = MemoryKnobs(
             plan.batch_size,
@@ -201,6 +211,7 @@ class Trainer:
         self.last_memory: MemorySnapshot | None = None
         self._memory_deltas = (0, 0)  # allocator retries and OOMs since the previous log row
         self.profiler: StepProfiler | None = None  # set by run() once the start step is known
+        self.dtypes_seen: dict[str, dict[str, Any]] = {}  # set by run(): what the first forward's layers received
 
     # --- helpers -----------------------------------------------------------------------------
     def oom_error(self, exc: BaseException, where: str, metrics: MetricRecorder) -> UserError:
@@ -231,6 +242,7 @@ class Trainer:
         mesh = build_mesh(cfg, self.env, self.device) if cfg.fsdp else None
         with self.out_of_memory_as_user_error("while building the model", metrics):
             model = build_model(cfg, plan, mesh, self.device)
+        self.dtypes_seen = watch_dtypes(model, cfg.compile).seen
         optimizer = build_optimizer(model, plan.lr, cfg.weight_decay)
         data = TokenBatches(
             plan.data,
@@ -262,11 +274,11 @@ class Trainer:
         if peak is not None:
             metrics.set("fleetbench_train_peak_flop_per_second", peak.flop_per_second)
         self.note(
-            f"train: preset {plan.preset}, {self.total_params / 1e6:.2f}M params "
+            f"train: preset {plan.preset} ({plan.preset_why}), {self.total_params / 1e6:.2f}M params "
             f"({self.non_embedding_params / 1e6:.2f}M non-embedding), {self.world} rank(s) on {self.device.name} "
-            f"({self.comm_backend}, {self.threads} thread(s)/rank), mesh {tuple(mesh.shape) if mesh else '-'}, "
-            f"{plan.global_batch} x {plan.seq_len} tokens/step, data {plan.data}, {self.dtype}, "
-            f"cap {cap or 'none'}, peak {peak.source if peak else 'none'}"
+            f"({self.comm_backend}, {self.threads} thread(s)/rank), mesh {describe_mesh(mesh)}, "
+            f"{plan.global_batch} x {plan.seq_len} tokens/step, data {plan.data}, "
+            f"{self.precision.label} ({self.precision.why}), cap {cap or 'none'}, peak {peak.source if peak else 'none'}"
         )
         if cfg.max_restarts and not cfg.checkpoint_every:
             self.note("max_restarts without train.checkpoint_every: a restart starts over at step 0", logging.WARNING)
@@ -513,11 +525,15 @@ class Trainer:
         run.summary.update(
             {
                 "preset": plan.preset,
+                "preset_why": plan.preset_why,
                 "plan": {**asdict(plan), "shape": asdict(plan.shape)},
                 "world_size": self.world,
                 "mesh": list(mesh.shape) if mesh is not None else None,
+                "mesh_dim_names": list(mesh.mesh_dim_names or ()) if mesh is not None else None,
+                "mesh_coordinate": mesh.get_coordinate() if mesh is not None else None,  # this rank's place
                 "comm_backend": self.comm_backend,
                 "compute_dtype": str(self.dtype).removeprefix("torch."),
+                "precision": {**asdict(self.precision), "observed": self.dtypes_seen},
                 "threads_per_rank": self.threads,
                 "parameters": self.total_params,
                 "non_embedding_parameters": self.non_embedding_params,
@@ -592,11 +608,11 @@ def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
     """Train as this process's rank (torchrun env) or as a world of one; returns this rank's record."""
     cfg = config.train
     env = DistEnv.from_environ()
-    plan = resolve_plan(cfg, env.world_size)
-    check_launch(cfg, plan)
     device, comm_backend = pick_device(cfg, env)
+    plan = resolve_plan(cfg, env.world_size, device)
+    check_launch(cfg, plan)
     check_profile_device(cfg, device.backend == "cuda")
-    check_fits(plan, cfg, device.torch_device, env.local_world_size, compute_dtype(cfg, device) == torch.bfloat16)
+    check_fits(plan, cfg, device.torch_device, env.local_world_size, precision(cfg, device).bf16)
     setup = RankSetup(env, device, comm_backend, threads_per_rank(cfg, env))
     torch.set_num_threads(setup.threads)
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)

@@ -23,7 +23,12 @@ from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
 from fleetbench.train.decoder import Decoder, init_weights
+from fleetbench.train.defaults import Precision, choose_precision
 from fleetbench.train.plan import TrainPlan
+
+# CPU ranks per node: one per usable core, but at least this many, so the smallest 2 x 2 HSDP mesh
+# runs on any machine (its ranks then share the cores: slower steps, the same results).
+MIN_CPU_RANKS = 4
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,13 @@ def uses_cuda(device_choice: str) -> bool:
     return device_choice == "cuda" or (device_choice == "auto" and torch.cuda.is_available())
 
 
+def max_cpu_ranks() -> int:
+    """CPU ranks this node accepts: its usable cores, or MIN_CPU_RANKS on a machine with fewer."""
+    return max(usable_cpu_cores(), MIN_CPU_RANKS)
+
+
 def check_ranks_fit(device_choice: str, local_ranks: int) -> None:
-    """NPROC ranks on this node need NPROC GPUs, or at least NPROC CPU cores."""
+    """NPROC ranks on this node need NPROC GPUs, or NPROC CPU cores (up to MIN_CPU_RANKS may share fewer)."""
     if uses_cuda(device_choice):
         count = torch.cuda.device_count()
         if count == 0:
@@ -78,11 +88,11 @@ def check_ranks_fit(device_choice: str, local_ranks: int) -> None:
                 f"NPROC={local_ranks} ranks per node but this node has {count} CUDA GPU(s); accepted: NPROC <= {count}"
             )
         return
-    cores = usable_cpu_cores()
-    if local_ranks > cores:
+    cores, most = usable_cpu_cores(), max_cpu_ranks()
+    if local_ranks > most:
         raise UserError(
             f"NPROC={local_ranks} ranks per node but this machine has {cores} usable CPU core(s) "
-            f"(one per rank at least); accepted: NPROC <= {cores}"
+            f"(one per rank, or up to {MIN_CPU_RANKS} sharing fewer cores); accepted: NPROC <= {most}"
         )
 
 
@@ -181,10 +191,53 @@ def build_mesh(cfg: TrainConfig, env: DistEnv, device: DeviceInfo) -> DeviceMesh
     return init_device_mesh(device.backend, (env.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
 
 
+def precision(cfg: TrainConfig, device: DeviceInfo) -> Precision:
+    """This run's precision policy on `device` (the rule is `train/defaults.py`'s choose_precision)."""
+    return choose_precision(cfg.mixed_precision, cfg.fsdp, device.backend)
+
+
 def compute_dtype(cfg: TrainConfig, device: DeviceInfo) -> torch.dtype:
-    """bf16 with train.mixed_precision, fp32 without; auto: bf16 on CUDA under FSDP2 (the reference policy)."""
-    on = cfg.mixed_precision if cfg.mixed_precision is not None else (device.backend == "cuda" and cfg.fsdp)
-    return torch.bfloat16 if on else torch.float32
+    """The dtype the layers compute in: FSDP2's param_dtype, bf16 or fp32 (see `precision`)."""
+    dtype: torch.dtype = getattr(torch, precision(cfg, device).param_dtype)
+    return dtype
+
+
+class DtypeProbe:
+    """What FSDP2 really hands the layers, seen from inside the forward, not read from the config.
+
+    A forward pre-hook on each watched linear runs after FSDP2's own pre-forward (the all-gather)
+    and records, once, the weight's dtype, whether it is the all-gathered tensor (not a DTensor
+    shard) and its shape, and the input's dtype; then it removes itself.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, dict[str, Any]] = {}
+
+    def watch(self, name: str, module: torch.nn.Module) -> None:
+        """Record what `module`'s first forward receives under `name`."""
+        from torch.distributed.tensor import DTensor
+
+        def hook(mod: torch.nn.Module, args: tuple[Any, ...]) -> None:
+            weight = mod.weight
+            assert isinstance(weight, torch.Tensor)
+            self.seen[name] = {
+                "weight_dtype": str(weight.dtype).removeprefix("torch."),
+                "weight_unsharded": not isinstance(weight, DTensor),
+                "weight_shape": list(weight.shape),
+                "input_dtype": str(args[0].dtype).removeprefix("torch."),
+            }
+            handle.remove()
+
+        handle = module.register_forward_pre_hook(hook)
+
+
+def watch_dtypes(model: Decoder, compiled: bool) -> DtypeProbe:
+    """Watch the output head (root FSDP group) and, unless blocks are compiled, block 0's first MLP linear."""
+    probe = DtypeProbe()
+    probe.watch("output", model.output)
+    if not compiled:  # a hook inside a compiled block would be traced into its graph
+        probe.watch("layers.0.ffn.0", model.blocks()[0].ffn[0])
+    return probe
 
 
 def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, device: DeviceInfo) -> Decoder:
@@ -193,6 +246,7 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     With meta_init the model is created on the meta device, sharded, then `to_empty` allocates only
     each rank's shards, so no rank ever holds the unsharded model.
     """
+    policy_dtypes = precision(cfg, device)
     dtype = compute_dtype(cfg, device)
     build_on = torch.device("meta") if cfg.meta_init else torch.device("cpu")
     with build_on:
@@ -207,7 +261,7 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
         assert mesh is not None
         policy = MixedPrecisionPolicy(
             param_dtype=dtype if dtype != torch.float32 else None,
-            reduce_dtype=torch.float32,
+            reduce_dtype=getattr(torch, policy_dtypes.reduce_dtype),
         )
         for block in model.blocks():
             fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.reshard_after_forward)

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, TrainConfig
+from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
+from fleetbench.train.defaults import choose_preset
 
 __all__ = ["ModelShape", "TrainPlan", "check_launch", "check_plan", "check_profile_device", "resolve_plan"]
 
@@ -43,6 +45,7 @@ class TrainPlan:
     lr: float
     warmup_steps: int
     world_size: int
+    preset_why: str = ""  # "train.preset=NAME", or why the device's default was chosen
 
     @property
     def global_batch(self) -> int:
@@ -59,9 +62,14 @@ def _pick(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
-def resolve_plan(cfg: TrainConfig, world_size: int) -> TrainPlan:
-    """The preset with the config's own values over it, checked for `world_size` ranks (UserError if not)."""
-    preset = PRESETS[cfg.preset]
+def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = None) -> TrainPlan:
+    """The preset with the config's own values over it, checked for `world_size` ranks (UserError if not).
+
+    An unset `train.preset` is chosen for `device` (`train/defaults.py`); a plan made without a
+    device (a tool reading a config) is the CPU's.
+    """
+    choice = choose_preset(cfg.preset, device.backend if device is not None else "cpu")
+    preset = PRESETS[choice.name]
     shape = ModelShape(
         dim=_pick(cfg.dim, preset.dim),
         layers=_pick(cfg.layers, preset.layers),
@@ -71,7 +79,7 @@ def resolve_plan(cfg: TrainConfig, world_size: int) -> TrainPlan:
     )
     data: DataKind = cfg.data or preset.data
     plan = TrainPlan(
-        preset=cfg.preset,
+        preset=choice.name,
         shape=shape,
         seq_len=_pick(cfg.seq_len, preset.seq_len),
         batch_size=_pick(cfg.batch_size, preset.batch_size),
@@ -80,6 +88,7 @@ def resolve_plan(cfg: TrainConfig, world_size: int) -> TrainPlan:
         lr=preset.lr if cfg.lr is None else cfg.lr,
         warmup_steps=_pick(cfg.warmup_steps, preset.warmup_steps),
         world_size=world_size,
+        preset_why=choice.why,
     )
     check_plan(cfg, plan)
     return plan
