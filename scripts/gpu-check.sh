@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# The one GPU check: every GPU path of fleetbench on a machine with an NVIDIA GPU (one H100/H200: about
+# 5-7 minutes), written up as ONE report, docs/results/gpu-check-<UTC date>-<gpu>.md, beside the JSON
+# it was made from (scripts/gpu_check_report.py). Stages, in order:
+#   machine        nvidia-smi, torch and CUDA, ncu, the Vulkan ICDs
+#   gpu-tests      pytest -m gpu: the trainer's in-loop capture and `fleetbench profile` on CUDA
+#   train-eager    fleetbench train on 1 GPU (NCCL), the CUDA defaults (seed preset, bf16 params with
+#                  fp32 reduce: nothing passed, so the run shows the defaults rule), STEPS (30) steps:
+#                  tokens/s, MFU against the peak table, peak memory
+#   train-compile  the same with torch.compile (train.compile=true)
+#   trace          fleetbench train --profile-steps 3:5 (torch.profiler, 3 steps), then
+#                  fleetbench trace summarize of its trace: compute / communication / memory / idle
+#   profile        fleetbench profile: the trainer's step (one block) under torch.profiler, roofline
+#   ncu            fleetbench ncu run on one step's GEMMs (--kernel-name regex:gemm|sm90|cutlass,
+#                  --launch-count NCU_LAUNCHES), ncu summarize of the report, roofline --ncu
+#   edge           fleetbench edge run through wgpu on the GPU's own Vulkan driver; skipped, with a
+#                  line saying so, where wgpu sees no NVIDIA Vulkan adapter
+#   report         the report from the stages' statuses and the runs' records
+# A failed stage does not stop the others; the report lists it with the end of its output, and the
+# script exits 1 when any stage failed. `--dry-run` prints every command and runs none (no GPU needed).
+#
+# Usage: scripts/gpu-check.sh [--dry-run] [--out DIR]
+#   env: PY (default .venv/bin/python, else python3), STEPS (30), NCU_LAUNCHES (6),
+#        CLOCK_CONTROL (none: works where clock control is refused; base locks clocks), KEEP (a folder
+#        to keep the runs, traces and the ncu report in; default: a temporary folder, removed)
+#
+# Where nothing can be installed on the GPU machine, carry wheels in .whl/ (git-ignored) made here:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     -d .whl pydantic pydantic-core annotated-types typing-inspection ncu-report
+# The machine stage installs them into /tmp/site when the machine's python lacks them; without the
+# ncu-report wheel, the ncu_report module that ships with Nsight Compute (extras/python) is used.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+DRY=0
+OUT_DIR=docs/results
+while [ $# -gt 0 ]; do
+  case $1 in
+    --dry-run) DRY=1 ;;
+    --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
+    -h | --help) sed -n '2,30p' "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument $1; accepted: --dry-run, --out DIR" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+if [ -z "${PY:-}" ]; then
+  if [ -x .venv/bin/python ]; then PY=.venv/bin/python; else PY=python3; fi
+fi
+STEPS=${STEPS:-30}
+NCU_LAUNCHES=${NCU_LAUNCHES:-6}
+CLOCK_CONTROL=${CLOCK_CONTROL:-none}
+GEMMS='regex:gemm|sm90|cutlass'
+STAMP=$(date -u +%Y%m%d-%H%M)
+RUN=gpu-check-$STAMP
+
+if [ "$DRY" = 1 ]; then
+  WORK=${KEEP:-${TMPDIR:-/tmp}/gpu-check.DRY-RUN}
+else
+  WORK=${KEEP:-$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")}
+  mkdir -p "$WORK/logs" "$OUT_DIR"
+fi
+RESULTS=$WORK/results
+STAGES=$WORK/stages.tsv
+export PYTHONPATH="$PWD/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 FLEETBENCH_PUSHGATEWAY=""
+
+# --- running and recording -------------------------------------------------------------------------
+CURRENT=""
+show() {  # show WORD...: the command as one line a shell reads back (single quotes where needed)
+  local word line=""
+  for word in "$@"; do
+    if [[ $word =~ ^[A-Za-z0-9_./:=,+@%-]+$ ]]; then line+="$word "; else line+="'${word//\'/\'\\\'\'}' "; fi
+  done
+  printf '%s' "${line% }"
+}
+note() {  # note LINE: print the command line; keep it for the report
+  printf '+ %s\n' "$1"
+  [ "$DRY" = 1 ] || printf '%s\n' "$1" >>"$WORK/logs/$CURRENT.cmd"
+}
+run() {  # run COMMAND...: print it; unless --dry-run, run it into the stage's log
+  note "$(show "$@")"
+  [ "$DRY" = 1 ] && return 0
+  "$@" 2>&1 | tee -a "$WORK/logs/$CURRENT.log"
+  return "${PIPESTATUS[0]}"
+}
+to() {  # to FILE COMMAND...: the command's stdout into FILE (its stderr into the stage's log)
+  local file=$1
+  shift
+  note "$(show "$@") > $(show "$file")"
+  [ "$DRY" = 1 ] && return 0
+  "$@" >"$file" 2>>"$WORK/logs/$CURRENT.log"
+}
+skip() {  # skip REASON: the stage did not apply here (not a failure)
+  echo "skipped: $*"
+  [ "$DRY" = 1 ] || echo "$*" >"$WORK/logs/$CURRENT.skipped"
+}
+stage() {  # stage NAME FUNCTION: run one stage; record ok / failed (exit status) / skipped and its time
+  CURRENT=$1
+  local started=$SECONDS rc
+  printf '\n== stage %s\n' "$1"
+  "$2"
+  rc=$?
+  [ "$DRY" = 1 ] && return 0
+  local state=ok
+  if [ -f "$WORK/logs/$1.skipped" ]; then state=skipped; elif [ "$rc" -ne 0 ]; then state=failed; fi
+  printf '%s\t%s\t%s\t%s\n' "$1" "$state" "$rc" "$((SECONDS - started))" >>"$STAGES"
+  echo "== stage $1: $state (exit status $rc, $((SECONDS - started)) s)"
+}
+fb() {  # fb TIMEOUT ARGS...: the real CLI, as a user runs it, bounded in time
+  local limit=$1
+  shift
+  run timeout "$limit" "$PY" -m fleetbench "$@"
+}
+fb_to() {  # fb_to FILE TIMEOUT ARGS...
+  local file=$1 limit=$2
+  shift 2
+  to "$file" timeout "$limit" "$PY" -m fleetbench "$@"
+}
+
+# --- the stages ------------------------------------------------------------------------------------
+TRAIN=(train --nproc 1 --device cuda --results-dir "$RESULTS" --set train.log_every=5 --set train.plot=false)
+# The trainer's model under the profile job and ncu: one block of the CUDA default preset, one active step.
+WORKLOAD=(--results-dir "$RESULTS" --set profile.device=cuda --set profile.workload=train
+  --set profile.train_layers=1 --set profile.wait=1 --set profile.warmup=1 --set profile.active=1
+  --set "profile.peaks_cache_dir=$WORK/peaks")
+
+stage_machine() {
+  if [ "$DRY" = 0 ] && ! "$PY" -c 'import pydantic, ncu_report' 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+    run "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    export PYTHONPATH="$PYTHONPATH:/tmp/site"
+  fi
+  if [ "$DRY" = 0 ] && ! "$PY" -c 'import ncu_report' 2>/dev/null && command -v ncu >/dev/null; then
+    local home
+    home=$(dirname "$(readlink -f "$(command -v ncu)")")
+    for extras in "$home/extras/python" "$home/../extras/python"; do
+      [ -d "$extras" ] && export PYTHONPATH="$PYTHONPATH:$extras"
+    done
+  fi
+  run nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv &&
+    run "$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' &&
+    run "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else "torch sees no CUDA GPU")'
+  local rc=$?
+  run ncu --version || true
+  run ls /usr/share/vulkan/icd.d /etc/vulkan/icd.d || true
+  return "$rc"
+}
+
+stage_gpu_tests() {
+  run timeout 300 "$PY" -m pytest -q -m gpu -p no:cacheprovider tests/test_train_profile.py tests/test_profile_cli.py
+}
+
+stage_train_eager() {
+  fb 240 "${TRAIN[@]}" --run-id "$RUN-eager" --steps "$STEPS"
+}
+
+stage_train_compile() {
+  fb 300 "${TRAIN[@]}" --run-id "$RUN-compile" --steps "$STEPS" --set train.compile=true
+}
+
+stage_trace() {
+  fb 240 "${TRAIN[@]}" --run-id "$RUN-trace" --steps 6 --profile-steps 3:5 &&
+    fb_to "$WORK/trace_summary.md" 120 trace summarize "$RESULTS/$RUN-trace/profile" --format md &&
+    fb_to "$WORK/trace_summary.json" 120 trace summarize "$RESULTS/$RUN-trace/profile" --json --no-chart
+}
+
+stage_profile() {
+  fb 240 profile --run-id "$RUN-profile" "${WORKLOAD[@]}"
+}
+
+stage_ncu() {
+  local report=$RESULTS/$RUN-ncu/ncu/report.ncu-rep
+  fb 360 ncu run --run-id "$RUN-ncu" --kernel-name "$GEMMS" --launch-count "$NCU_LAUNCHES" \
+    --clock-control "$CLOCK_CONTROL" --set profile.ncu.timeout_s=330 "${WORKLOAD[@]}" &&
+    fb_to "$WORK/ncu_summary.txt" 120 ncu summarize "$report" &&
+    fb_to "$WORK/ncu_summary.json" 120 ncu summarize "$report" --json &&
+    fb 120 roofline --ncu "$report" --results-dir "$RESULTS" --run-id "$RUN-roofline"
+}
+
+stage_edge() {
+  # The adapter wgpu finds on the NVIDIA Vulkan driver, asked the way the edge job asks for one.
+  if ! fb 60 edge info --backend vulkan --adapter NVIDIA; then
+    skip "no NVIDIA Vulkan adapter for wgpu here (no NVIDIA ICD in /usr/share/vulkan/icd.d or /etc/vulkan/icd.d, or the driver's Vulkan library is missing)"
+    return 0
+  fi
+  fb 240 edge run --backend vulkan --adapter NVIDIA --results-dir "$RESULTS" --run-id "$RUN-edge"
+}
+
+stage_report() {
+  local gpu="" slug="<gpu>"
+  if [ "$DRY" = 0 ]; then
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+    slug=$(printf '%s' "${gpu:-unknown-gpu}" | tr '[:upper:]' '[:lower:]' | tr -cs 'a-z0-9' '-' | sed 's/^-//; s/-$//')
+  fi
+  run "$PY" scripts/gpu_check_report.py --work "$WORK" --run "$RUN" \
+    --md "$OUT_DIR/gpu-check-$STAMP-$slug.md" --json "$OUT_DIR/gpu-check-$STAMP-$slug.json"
+}
+
+stage machine stage_machine
+stage gpu-tests stage_gpu_tests
+stage train-eager stage_train_eager
+stage train-compile stage_train_compile
+stage trace stage_trace
+stage profile stage_profile
+stage ncu stage_ncu
+stage edge stage_edge
+CURRENT=report
+printf '\n== report\n'
+stage_report
+rc=$?
+[ "$DRY" = 1 ] && exit 0
+if [ "$rc" -ne 0 ]; then
+  echo "gpu-check: the report could not be written (exit status $rc); the stages' logs are in $WORK/logs" >&2
+  exit 1
+fi
+failed=$(awk -F '\t' '$2 == "failed" {printf "%s ", $1}' "$STAGES")
+[ -n "${KEEP:-}" ] || rm -rf "$WORK"
+if [ -n "$failed" ]; then
+  echo "gpu-check: failed stages: $failed(see the report)" >&2
+  exit 1
+fi
+echo "gpu-check: every stage passed or was skipped"
