@@ -36,8 +36,8 @@ CRASH_LINE = re.compile(
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """main() sets up logging and exports variables: undo both; crash logs go to this test's folder."""
-    for name in [name for name in os.environ if name.startswith("FLEETBENCH_")]:
-        monkeypatch.delenv(name)
+    for name in {LOG_LEVEL_ENV, DEBUG_ENV, *(name for name in os.environ if name.startswith("FLEETBENCH_"))}:
+        monkeypatch.delenv(name, raising=False)  # and restored afterwards, also where main() exported it
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 
 __all__ = [
+    "COMMAND_ENV",
     "DEBIAN_MIRROR_ENV",
     "DEBIAN_SECURITY_MIRROR_ENV",
     "DEBUG_ENV",
@@ -54,6 +55,7 @@ DEBIAN_MIRROR_ENV = "FLEETBENCH_DEBIAN_MIRROR"
 DEBIAN_SECURITY_MIRROR_ENV = "FLEETBENCH_DEBIAN_SECURITY_MIRROR"
 GIT_REVISION_ENV = "FLEETBENCH_GIT_REVISION"
 GRAFANA_ADMIN_PASSWORD_ENV = "FLEETBENCH_GRAFANA_ADMIN_PASSWORD"
+COMMAND_ENV = "FLEETBENCH_COMMAND"
 
 # name -> what it does (one line each); tests/test_cli_safety_net.py checks that every FLEETBENCH_*
 # name in the code, scripts, Makefile, containers and deploy is here.
@@ -75,6 +77,7 @@ KNOWN: dict[str, str] = {
     DEBIAN_SECURITY_MIRROR_ENV: "Debian security mirror of the images' base",
     GIT_REVISION_ENV: "the commit an image was built from (the records' git_revision)",
     GRAFANA_ADMIN_PASSWORD_ENV: "Grafana's admin password for `fleetbench deploy` (the monitoring role)",
+    COMMAND_ENV: "the fleetbench command a Slurm job runs on each node (deploy/slurm; default: fleetbench)",
 }
 
 log = logging.getLogger(__name__)
