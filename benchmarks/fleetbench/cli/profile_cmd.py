@@ -90,8 +90,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def handle_profile(args: argparse.Namespace, console: Console) -> int:
     """Profile the workload (arguments after `--` go to a script or module)."""
-    from fleetbench.profile import run as profile_job  # torch loads only when a handler runs
-
     program_args = _program(args.program_args)
     config = config_from_args(
         args,
@@ -103,6 +101,8 @@ def handle_profile(args: argparse.Namespace, console: Console) -> int:
             "profile.args": (program_args or None, "-- ARGS"),
         },
     )
+    from fleetbench.profile import run as profile_job  # torch loads once the config is valid
+
     profile_job.run(config, console)  # ends with the table of top ops, their class and fix
     return 0
 
@@ -168,7 +168,10 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     for line in kernel_notes(summary, top):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
     for note in summary.notes:  # ncu's own ==PROF== lines and the reader's warnings: diagnostics, stderr
-        log.log(logging.WARNING if note.startswith(("warning", "==WARNING", "==ERROR")) else logging.INFO, "%s", note)
+        if note.startswith("warning: "):
+            log.warning("%s", note.removeprefix("warning: "))  # the log format names the level itself
+        else:
+            log.log(logging.WARNING if note.startswith(("==WARNING", "==ERROR")) else logging.INFO, "%s", note)
     return 0
 
 
