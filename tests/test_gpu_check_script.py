@@ -151,6 +151,20 @@ def test_a_failed_stage_does_not_stop_the_others_and_fails_the_check(tmp_path: P
     assert "| edge | skipped (no NVIDIA Vulkan adapter for wgpu here" in page
 
 
+def test_a_spent_budget_fails_the_stages_left(tmp_path: Path, failing_python: Path) -> None:
+    env = {**os.environ, "PY": str(failing_python), "BUDGET": "0"}
+    env.pop("KEEP", None)
+    done = check("--out", str(tmp_path), env=env)
+    assert done.returncode == 1
+    data = json.loads(next(tmp_path.glob("gpu-check-*.json")).read_text())
+    stages = {s["name"]: s for s in data["stages"]}
+    assert stages["ncu"]["exit_status"] == 124
+    assert any(
+        line.startswith("out of time: the check's budget of 0 s is spent") for line in stages["ncu"]["output_tail"]
+    )
+    assert stages["edge"]["status"] == "failed"  # not a missing Vulkan driver: the probe never ran
+
+
 def train_record(run_id: str, compile_: bool) -> ResultRecord:
     now = datetime.now(UTC)
     return ResultRecord(
