@@ -36,8 +36,8 @@ CRASH_LINE = re.compile(
 @pytest.fixture(autouse=True)
 def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     """main() sets up logging and exports variables: undo both; crash logs go to this test's folder."""
-    for name in {LOG_LEVEL_ENV, DEBUG_ENV, *(name for name in os.environ if name.startswith("FLEETBENCH_"))}:
-        monkeypatch.delenv(name, raising=False)  # and restored afterwards, also where main() exported it
+    for name in [name for name in os.environ if name.startswith("FLEETBENCH_")]:
+        monkeypatch.delenv(name)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -48,6 +48,8 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     logger.handlers[:] = handlers
     logger.setLevel(level)
     logger.propagate = propagate
+    for name in (LOG_LEVEL_ENV, DEBUG_ENV):  # exported by main(); monkeypatch restores what was there before
+        os.environ.pop(name, None)
 
 
 def failing_handler(exc: BaseException) -> object:

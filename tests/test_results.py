@@ -152,6 +152,8 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     logger.handlers[:] = handlers
     logger.setLevel(level)
     logger.propagate = propagate
+    for name in (LOG_LEVEL_ENV, DEBUG_ENV):  # exported by main(); monkeypatch restores what was there before
+        os.environ.pop(name, None)
 
 
 def results_root(tmp_path: Path) -> Path:
