@@ -58,8 +58,9 @@ def _create(case: BadInput, tmp: Path) -> None:
 
 def run(case: BadInput, tmp: Path, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run `python -m fleetbench ARGS` in tmp as a user would, HOME and state folders under `home`."""
+    # the developer's own FLEETBENCH_* settings must not leak into the case (an unknown one adds a warning line)
     env = {
-        **os.environ,
+        **{key: value for key, value in os.environ.items() if not key.startswith("FLEETBENCH_")},
         "FLEETBENCH_PUSHGATEWAY": "",
         "HOME": str(home),
         "XDG_STATE_HOME": str(home / "state"),

@@ -28,6 +28,14 @@ def test_at_least_150_distinct_bad_inputs() -> None:
     cases = all_cases()
     ids = [case.id for case in cases]
     assert len(ids) == len(set(ids)), "case ids must be distinct"
-    inputs = {(case.args, repr(sorted(case.files.items())), repr(sorted(case.env.items()))) for case in cases}
+    inputs = {
+        (
+            case.args,
+            repr(sorted(case.files.items())),
+            repr(sorted(case.env.items())),
+            getattr(case.prepare, "__name__", ""),
+        )
+        for case in cases
+    }
     assert len(inputs) == len(cases), "two cases try the same input"
     assert len(cases) >= 150, f"{len(cases)} bad inputs"
