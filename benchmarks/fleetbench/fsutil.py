@@ -1,22 +1,99 @@
-"""Small file-system guards shared by everything that writes results."""
+"""Small file-system guards shared by everything that reads inputs and writes results.
+
+Each turns what the operating system says into one line that names the path, what is wrong with it
+and what would be accepted (a UserError), before any work starts and without creating anything it
+does not have to: `check_writable_dir` writes nothing at all, `ensure_writable_dir` creates only the
+folder it is asked for, `readable_file` never blocks on a FIFO.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 from pathlib import Path
 
 from fleetbench.errors import UserError
 
 
-def ensure_writable_dir(path: Path, what: str, flag: str) -> Path:
-    """Create `path` and prove a file can be written there, before any work starts."""
+def _blocker(path: Path) -> Path | None:
+    """The first existing path on the way to `path` (itself included) that is not a folder, if any."""
+    for candidate in [*reversed(path.parents), path]:
+        try:
+            if not candidate.is_dir() and candidate.exists():
+                return candidate
+        except OSError:
+            return candidate
+    return None
+
+
+def _why_not_writable(path: Path, exc: OSError | None) -> str:
+    blocker = _blocker(path)
+    if blocker == path:
+        return "it is a file, not a folder"
+    if blocker is not None:
+        return f"{blocker} is a file, not a folder"
+    if exc is None:
+        return os.strerror(errno.EACCES)
+    return exc.strerror or str(exc)
+
+
+def ensure_writable_dir(path: Path, what: str, flag: str, *, remedy: str | None = None) -> Path:
+    """Create `path` and prove a file can be written there, before any work starts.
+
+    The error ends with `remedy`, else "pass a writable folder with FLAG".
+    """
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / f".write-test-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise UserError(
-            f"{what} {path} is not writable ({exc.strerror or exc}); pass a writable folder with {flag}"
-        ) from None
+        fix = remedy or f"pass a writable folder with {flag}"
+        raise UserError(f"{what} {path} is not writable ({_why_not_writable(path, exc)}); {fix}") from None
     return path
+
+
+def check_writable_dir(path: Path, what: str, flag: str) -> None:
+    """Refuse a folder that could not be created or written, without creating or writing anything.
+
+    The nearest existing folder on the way must be writable (os.access: root passes unless the file
+    system is read-only); a file in the way is refused as such. The real proof is the job's own
+    `ensure_writable_dir` once it starts to write.
+    """
+    blocker = _blocker(path)
+    existing = next((p for p in [path, *path.parents] if p.is_dir()), Path("."))
+    if blocker is not None or not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(
+            f"{what} {path} is not writable ({_why_not_writable(path, None)}); pass a writable folder with {flag}"
+        )
+
+
+def readable_file(path: Path, what: str, accepted: str) -> Path:
+    """`path` if it is a regular file this process can open for reading; else one line naming the problem.
+
+    A FIFO, socket or device is refused before it is opened (reading one could block forever).
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UserError(f"{what} {path} not found; {accepted}") from None
+    except OSError as exc:
+        raise UserError(f"{what} {path} cannot be read ({_why_not_readable(path, exc)}); {accepted}") from None
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{what} {path} is a folder, not a file; {accepted}")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{what} {path} is not a regular file (a FIFO, socket or device); {accepted}")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise UserError(f"{what} {path} cannot be read ({_why_not_readable(path, exc)}); {accepted}") from None
+    return path
+
+
+def _why_not_readable(path: Path, exc: OSError) -> str:
+    blocker = _blocker(path.parent)
+    if exc.errno == errno.ENOTDIR and blocker is not None:
+        return f"{blocker} is a file, not a folder"
+    return exc.strerror or str(exc)

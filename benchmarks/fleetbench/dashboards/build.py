@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,8 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 from fleetbench import jsonio
 from fleetbench.dashboards.definition import Dashboard, Panel, Variable
+from fleetbench.errors import UserError
+from fleetbench.fsutil import ensure_writable_dir, readable_file
 
 GRID_WIDTH = 24
 DATASOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -118,20 +121,47 @@ def render_json(dashboard: Dashboard) -> str:
 
 
 def write_all(dashboards: list[Dashboard], out_dir: Path) -> list[Path]:
-    """Write `<uid>.json` for each dashboard into `out_dir`; return the paths written."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for dashboard in dashboards:
-        path = out_dir / f"{dashboard.uid}.json"
-        path.write_text(render_json(dashboard), encoding="utf-8")
-        written.append(path)
-    return written
+    """Write `<uid>.json` for each dashboard into `out_dir`; return the paths written.
+
+    Every file is rendered first, then each is replaced whole (written beside it, then renamed), so a
+    failed write leaves the previous file as it was. `out_dir` must be a writable folder (a
+    UserError otherwise, before anything is written).
+    """
+    ensure_writable_dir(out_dir, "dashboards folder", "--out DIR")
+    texts = {out_dir / f"{dashboard.uid}.json": render_json(dashboard) for dashboard in dashboards}
+    for path, text in texts.items():
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            partial.write_text(text, encoding="utf-8")
+            partial.replace(path)
+        except OSError as exc:
+            raise UserError(f"writing {path} failed ({exc.strerror or exc}); it is unchanged") from None
+        finally:
+            partial.unlink(missing_ok=True)
+    return list(texts)
 
 
 def stale(dashboards: list[Dashboard], out_dir: Path) -> list[str]:
-    """Dashboards whose committed JSON differs from a fresh generation (or is missing/extra)."""
+    """Dashboards whose committed JSON differs from a fresh generation (or is missing/extra).
+
+    `out_dir` must be a folder whose files can be read (a UserError otherwise).
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"--out {out_dir} is a file, not a folder; accepted: the dashboards folder to check")
+    try:
+        return _stale(dashboards, out_dir)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UserError(
+            f"--out {out_dir}: cannot read the dashboards ({reason}); accepted: a readable folder"
+        ) from None
+
+
+def _stale(dashboards: list[Dashboard], out_dir: Path) -> list[str]:
     expected = {f"{d.uid}.json": render_json(d) for d in dashboards}
     present = {p.name for p in out_dir.glob("*.json")} if out_dir.is_dir() else set()
+    for name in sorted(present & set(expected)):  # a FIFO would block the read: refused first
+        readable_file(out_dir / name, "dashboard", "accepted: the JSON `fleetbench dashboards` writes")
     problems = [
         name
         for name, text in expected.items()
