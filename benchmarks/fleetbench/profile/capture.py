@@ -2,7 +2,9 @@
 
 A step workload runs wait + warmup + active steps under `torch.profiler.schedule` (only the
 active steps are recorded); a script or module runs once, recorded whole. Activities: CPU, plus
-CUDA on a GPU. record_shapes, profile_memory, with_flops and with_stack as configured.
+CUDA on a GPU. record_shapes, profile_memory, with_flops and with_stack as configured. `record` runs
+the workload and keeps what the profiler saw in memory; `write_capture` then writes the files, so a
+program that fails leaves nothing behind.
 
 Files (in <run folder>/profile/):
   key_averages.txt     the key_averages() table sorted by self device time (CUDA) or self CPU time
@@ -17,16 +19,20 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import re
 import shutil
+import sys
 import time
 import warnings
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetbench import jsonio
+from fleetbench.edge.native import native_stderr
 from fleetbench.profile.flops import VIEW_OPS, Arg, args_from_event, args_from_tree, count_call, main_dtype
 from fleetbench.profile.names import label
 from fleetbench.profile.roofline.analysis import OpStat
@@ -166,6 +172,85 @@ def write_trace(prof: profile, out_dir: Path, gzip_above_mib: float) -> Path:
     return packed
 
 
+# libkineto's lines on fd 2 when a trace starts and stops ("USDT:... profiler_start"): noise to a user.
+_KINETO_CHATTER = re.compile(r"^(USDT|STAGE):\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ \S+:\d+\] ")
+
+
+@contextmanager
+def _quiet_kineto() -> Iterator[None]:
+    """Leave out libkineto's start/stop chatter printed during the block; anything else is printed as it came."""
+    sink: list[str] = []
+    try:
+        with native_stderr(sink):
+            yield
+    finally:
+        kept = [line for line in "".join(sink).splitlines(keepends=True) if not _KINETO_CHATTER.match(line)]
+        if kept:
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
+
+
+@dataclass
+class Recording:
+    """What torch.profiler saw of a workload that ran to its end; nothing is written yet."""
+
+    prof: Any  # torch.profiler.profile, stopped
+    wall_s: float
+    stepped: bool
+
+
+def record(
+    workload: Workload, cfg: ProfileConfig, device: DeviceInfo, progress: Callable[[str], None] | None = None
+) -> Recording:
+    """Run `workload` under torch.profiler and keep what it saw in memory; writes nothing.
+
+    A script or module that fails raises workloads.UserCodeFailed before anything was written, so a
+    failed program leaves no folder behind. `progress` receives a short line per step.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    on_gpu = device.backend == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    stepped = workload.step is not None
+    total_steps = cfg.wait + cfg.warmup + cfg.active
+    plan = schedule(wait=cfg.wait, warmup=cfg.warmup, active=cfg.active, repeat=1) if stepped else None
+    # Any: torch.profiler's context methods and events() carry no annotations.
+    prof: Any = profile(
+        activities=activities,
+        schedule=plan,
+        record_shapes=cfg.record_shapes,
+        profile_memory=cfg.profile_memory,
+        with_flops=cfg.with_flops,
+        with_stack=cfg.with_stack,
+    )
+    started = time.perf_counter()
+    # The profiler's context protocol called by hand: its start, steps and stop are the moments
+    # libkineto prints its chatter, and only those are filtered, not the program's own stderr.
+    with _quiet_kineto():
+        prof.__enter__()
+    try:
+        if workload.step is not None:
+            for index in range(total_steps):
+                if progress:
+                    progress(f"step {index + 1}/{total_steps}")
+                workload.step()
+                device.synchronize()
+                with _quiet_kineto():
+                    prof.step()
+        else:
+            assert workload.run_once is not None
+            if progress:
+                progress("running the program")
+            workload.run_once()
+            device.synchronize()
+    finally:
+        with _quiet_kineto():
+            prof.__exit__(None, None, None)
+    wall = time.perf_counter() - started
+    log.debug("torch.profiler ran the workload in %.2f s", wall)
+    return Recording(prof, wall, stepped)
+
+
 def capture(
     workload: Workload,
     cfg: ProfileConfig,
@@ -177,38 +262,14 @@ def capture(
 
     `progress` receives a short line per step, for a status display.
     """
-    from torch.profiler import ProfilerActivity, profile, schedule
+    return write_capture(record(workload, cfg, device, progress), cfg, device, out_dir)
 
+
+def write_capture(recording: Recording, cfg: ProfileConfig, device: DeviceInfo, out_dir: Path) -> CaptureResult:
+    """Write what `record` saw into `out_dir` (created here): the tables, trace, memory timeline and ops."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    prof, wall, stepped = recording.prof, recording.wall_s, recording.stepped
     on_gpu = device.backend == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
-    stepped = workload.step is not None
-    total_steps = cfg.wait + cfg.warmup + cfg.active
-    plan = schedule(wait=cfg.wait, warmup=cfg.warmup, active=cfg.active, repeat=1) if stepped else None
-    started = time.perf_counter()
-    with profile(
-        activities=activities,
-        schedule=plan,
-        record_shapes=cfg.record_shapes,
-        profile_memory=cfg.profile_memory,
-        with_flops=cfg.with_flops,
-        with_stack=cfg.with_stack,
-    ) as prof:
-        if workload.step is not None:
-            for index in range(total_steps):
-                if progress:
-                    progress(f"step {index + 1}/{total_steps}")
-                workload.step()
-                device.synchronize()
-                prof.step()
-        else:
-            assert workload.run_once is not None
-            if progress:
-                progress("running the program")
-            workload.run_once()
-            device.synchronize()
-    wall = time.perf_counter() - started
-    log.debug("torch.profiler ran the workload in %.2f s", wall)
     files: dict[str, Path] = {}
     notes: list[str] = []
     sort_key = "self_device_time_total" if on_gpu else "self_cpu_time_total"

@@ -2,7 +2,8 @@
 
 Steps A (macro trace) and C (analytical roofline); step B, Nsight Compute, is `profile/ncu/run.py`,
 and the roofline of an existing report or profile run is `profile/roofline/run.py`. Everything goes
-to results/<run_id>/profile/.
+to results/<run_id>/profile/. The workload runs under the profiler before the run folder is made,
+so a script or module that fails leaves no folder behind.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from dataclasses import asdict
 from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
-from fleetbench.devices import resolve_device
-from fleetbench.profile.capture import capture
+from fleetbench.devices import DeviceInfo, resolve_device
+from fleetbench.fsutil import check_writable_dir
+from fleetbench.profile.capture import Recording, record, write_capture
 from fleetbench.profile.classify import thresholds_of
 from fleetbench.profile.datasheet import peaks_from_datasheet
 from fleetbench.profile.display import ProfileOutcome, show_profile
@@ -22,13 +24,31 @@ from fleetbench.profile.export import record_ops, record_peaks, record_trace, wr
 from fleetbench.profile.peaks import local_peaks
 from fleetbench.profile.roofline.analysis import analytical_roofline, op_rows, plot_roofline
 from fleetbench.profile.trace_summary import summarize_trace
-from fleetbench.profile.workloads import resolve_workload
+from fleetbench.profile.workloads import UserCodeFailed, Workload, resolve_workload
 from fleetbench.results.record import ResultRecord
+from fleetbench.runinfo import new_run_id
 from fleetbench.telemetry.session import open_run
 
 BENCHMARK = "profile"
 
 log = logging.getLogger(__name__)
+
+
+def _record(workload: Workload, config: FleetbenchConfig, device: DeviceInfo, console: Console) -> Recording:
+    """Run the workload under torch.profiler, before the run folder exists.
+
+    A script or module that fails leaves nothing behind: its own traceback (its frames only) is
+    shown at the info level, then its one-line error.
+    """
+    try:
+        with console.status("[bold]torch.profiler[/]") as status:
+            return record(
+                workload, config.profile, device, lambda text: status.update(f"[bold]torch.profiler[/] {text}")
+            )
+    except UserCodeFailed as exc:
+        if exc.traceback:
+            log.info("%s", exc.traceback)
+        raise
 
 
 def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
@@ -37,13 +57,13 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     device = resolve_device(cfg.device)
     workload = resolve_workload(config, device)  # validates inputs before any folder is created
     thresholds = thresholds_of(cfg)
+    run_id = config.run.run_id or new_run_id()
+    check_writable_dir(config.run.results_dir / run_id, "results dir", "--results-dir")
     log.info("profile: %s on %s (%s)", workload.description, device.name, device.backend)
-    with open_run(config, BENCHMARK, cfg, device.name, device.backend) as bench:
+    recording = _record(workload, config, device, console)  # the run folder is made once this succeeded
+    with open_run(config, BENCHMARK, cfg, device.name, device.backend, run_id=run_id) as bench:
         out_dir = bench.run_dir / "profile"
-        with console.status("[bold]torch.profiler[/]") as status:
-            result = capture(
-                workload, cfg, device, out_dir, progress=lambda text: status.update(f"[bold]torch.profiler[/] {text}")
-            )
+        result = write_capture(recording, cfg, device, out_dir)
         summary = summarize_trace(result.files["trace"], top=cfg.top)
         if summary.note:
             log.info(summary.note)

@@ -11,23 +11,34 @@ profiler schedule) or a program run once (a script or module, profiled whole).
   module   a module, run like `python -m NAME` with profile.args
   auto     script or module when one is given, else train when fleetbench.train is importable,
            else linear
+
+A script or module is checked before it runs (the file exists, is readable and compiles; the
+module is found and runnable). When it raises or exits non-zero it is a UserCodeFailed: one line,
+the status it asked for (2 for an exception), and its own traceback without fleetbench's frames.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.machinery
 import importlib.util
 import runpy
 import sys
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from fleetbench.config.schema import FleetbenchConfig, ProfileConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
+from fleetbench.fsutil import readable_file
+
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
 
 
 @dataclass
@@ -147,24 +158,117 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     )
 
 
+class UserCodeFailed(UserError):
+    """The profiled script or module raised (or exited non-zero): the capture did not happen.
+
+    One line, like every UserError, with the exit status the program asked for (2 for an exception);
+    `traceback` holds the program's own traceback, its frames only, for whoever shows it.
+    """
+
+    def __init__(self, message: str, exit_code: int = 2, traceback: str = "") -> None:
+        super().__init__(message, exit_code)
+        self.traceback = traceback
+
+
+# Frames of the machinery between fleetbench and the user's code: left out of the user's traceback.
+_FLEETBENCH_DIR = str(Path(__file__).resolve().parents[1])
+_RUNNERS = ("<frozen runpy>", "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+_RUNNER_FILES = (runpy.__file__ or "runpy.py", importlib.util.__file__ or "importlib")
+
+
+def _internal(filename: str) -> bool:
+    """Whether a frame's file belongs to fleetbench, runpy, the import system or torch.profiler."""
+    if filename in _RUNNERS or filename in _RUNNER_FILES:
+        return True
+    path = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
+    return path.startswith(_FLEETBENCH_DIR + "/") or "/torch/profiler/" in path
+
+
+def _drop_internal(te: traceback.TracebackException, seen: set[int]) -> None:
+    """Keep only the user's frames, in this exception and in those it was raised from (or during)."""
+    if id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack = traceback.StackSummary.from_list([frame for frame in te.stack if not _internal(frame.filename)])
+    for linked in (te.__cause__, te.__context__):
+        if linked is not None:
+            _drop_internal(linked, seen)
+
+
+def user_traceback(exc: BaseException) -> tuple[str, str]:
+    """(the traceback of `exc` with only the user's frames, where it was raised: `file:line in name` or "")."""
+    te = traceback.TracebackException.from_exception(exc)
+    _drop_internal(te, set())
+    where = f"{te.stack[-1].filename}:{te.stack[-1].lineno} in {te.stack[-1].name}" if te.stack else ""
+    return "".join(te.format()).rstrip(), where
+
+
+def _short(text: str, limit: int = 240) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+NOT_CAPTURED = "the profile capture did not happen and no run was recorded"
+
+
+def _exit_failure(what: str, exc: SystemExit) -> UserCodeFailed | None:
+    """SystemExit of the program: None for a clean exit (0 or None), else the failure with its status."""
+    code = exc.code
+    if code is None or code is False or code == 0:
+        return None
+    if isinstance(code, int):
+        status = code if 0 < code < 256 else 2
+        return UserCodeFailed(
+            f"{what} exited with status {code}; {NOT_CAPTURED}; accepted: a program that exits with status 0",
+            exit_code=status,
+        )
+    return UserCodeFailed(  # SystemExit("message"): Python prints it and exits with status 1
+        f"{what} exited with {_short(str(code))!r} (status 1); {NOT_CAPTURED}; "
+        "accepted: a program that exits with status 0",
+        exit_code=1,
+    )
+
+
 def _run_with_argv(argv: list[str], target: Callable[[], object], what: str) -> None:
+    """Run the program with `argv` as sys.argv; its failure becomes a UserCodeFailed (Ctrl-C passes)."""
     saved = sys.argv[:]
     sys.argv = argv
     try:
         target()
     except SystemExit as exc:
-        if exc.code not in (None, 0):
-            raise UserError(f"{what} exited with status {exc.code} while being profiled") from None
+        failure = _exit_failure(what, exc)
+        if failure is not None:
+            raise failure from None
+    except Exception as exc:
+        text, where = user_traceback(exc)
+        at = f" at {where}" if where else ""
+        raise UserCodeFailed(
+            f"{what} failed: {type(exc).__name__}: {_short(str(exc))}{at}; {NOT_CAPTURED}; "
+            "accepted: a program that runs to its end",
+            traceback=text,
+        ) from None
     finally:
         sys.argv = saved
 
 
+def _compile_check(path: Path) -> None:
+    """Refuse a script that does not compile (syntax, encoding, NUL bytes) before anything runs."""
+    try:
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f" at line {exc.lineno}" if exc.lineno else ""
+        raise UserError(
+            f"profile.script {path}: {type(exc).__name__}: {exc.msg}{where}; accepted: a Python file that compiles"
+        ) from None
+    except (ValueError, OSError) as exc:  # NUL bytes, undecodable text, read errors
+        raise UserError(f"profile.script {path}: {_short(str(exc))}; accepted: a Python source file") from None
+
+
 def script_workload(cfg: ProfileConfig) -> Workload:
-    """`profile.script` run once as __main__ with `profile.args`; UserError when the file is missing."""
+    """`profile.script` run once as __main__ with `profile.args`; UserError when it is missing or does not compile."""
     assert cfg.script is not None
-    path = cfg.script
-    if not path.is_file():
-        raise UserError(f"profile.script {path} not found; pass an existing Python file")
+    path = readable_file(cfg.script, "profile.script", "pass an existing Python file")
+    _compile_check(path)
     argv = [str(path), *cfg.args]
     return Workload(
         kind="script",
@@ -175,16 +279,41 @@ def script_workload(cfg: ProfileConfig) -> Workload:
     )
 
 
+def _module_spec(name: str) -> ModuleSpec | None:
+    """importlib's spec of `name`; importing its parent package is the user's code, and may fail as such."""
+    try:
+        return importlib.util.find_spec(name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if name == missing or name.startswith(missing + "."):
+            return None  # the module or a package on its way does not exist
+        failure: Exception = exc
+    except ValueError:
+        return None
+    except Exception as exc:  # a parent package raised while being imported
+        failure = exc
+    text, where = user_traceback(failure)
+    at = f" at {where}" if where else ""
+    raise UserCodeFailed(
+        f"profile.module {name!r}: importing its package failed: {type(failure).__name__}: {_short(str(failure))}"
+        f"{at}; {NOT_CAPTURED}; accepted: a module whose packages import",
+        traceback=text,
+    ) from None
+
+
 def module_workload(cfg: ProfileConfig) -> Workload:
-    """`profile.module` run once like `python -m`; UserError when it is not importable."""
+    """`profile.module` run once like `python -m`; UserError when it is not importable or not runnable."""
     assert cfg.module is not None
     name = cfg.module
-    try:
-        found = importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    spec = _module_spec(name)
+    if spec is None:
         raise UserError(f"profile.module {name!r} not found on the Python path; pass an importable module")
+    locations = spec.submodule_search_locations
+    if locations is not None and importlib.machinery.PathFinder.find_spec("__main__", list(locations)) is None:
+        raise UserError(
+            f"profile.module {name!r} is a package without a __main__ module, so it cannot run like "
+            f"python -m {name}; pass a module, or a package with __main__.py"
+        )
     argv = [name, *cfg.args]
     return Workload(
         kind="module",
