@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import resource
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -26,6 +28,7 @@ from fleetbench import jsonio
 from fleetbench.edge.model_factory import BuiltModel, build
 from fleetbench.edge.native import native_stderr, optional_module
 from fleetbench.errors import UserError
+from fleetbench.fsutil import readable_file
 
 SIDECAR_FORMAT = "fleetbench-pte-1"
 INSTALL_HINT = "install the [mobile] extra: pip install 'fleetbench[mobile]' (executorch==1.5.1)"
@@ -211,10 +214,119 @@ class LoadedProgram:
         return str(self.sidecar.get("model") or self.path.stem)
 
 
+# The FlatBuffer file identifier of an ExecuTorch program (bytes 4-8): `file_identifier "ET12"` in
+# executorch 1.5.1's schema/program.fbs, the only one its runtime accepts.
+PROGRAM_IDENTIFIERS = (b"ET12",)
+DATA_IDENTIFIER = b"FT01"  # schema/flat_tensor.fbs: a .ptd data file, not a program
+EXTENDED_HEADER_MAGIC = b"eh00"  # the header exir writes after the identifier (_program._ExtendedHeader)
+EXTENDED_HEADER_MIN = 24  # magic, length, program size, segment base offset
+HEAD_BYTES = 64
+PTE_ACCEPTED = "accepted: a program written by `fleetbench edge export`"
+PROBE_TIMEOUT_S = 300.0
+
+
+def _bad_program(path: Path, reason: str) -> UserError:
+    return UserError(
+        f"{path}: not a loadable ExecuTorch program ({reason}); it is not an ExecuTorch program or it is "
+        f"damaged; {PTE_ACCEPTED}"
+    )
+
+
+def _u32(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 4], "little")
+
+
+def _u64(data: bytes, at: int) -> int:
+    return int.from_bytes(data[at : at + 8], "little")
+
+
+def _expected_size(head: bytes) -> int | None:
+    """The file size the extended header promises (program, then segments), or None without one."""
+    if head[8:12] != EXTENDED_HEADER_MAGIC or _u32(head, 12) < EXTENDED_HEADER_MIN:
+        return None
+    program_size, segment_base = _u64(head, 16), _u64(head, 24)
+    segment_size = _u64(head, 32) if _u32(head, 12) > EXTENDED_HEADER_MIN else 0
+    return max(program_size, segment_base + segment_size if segment_base else 0)
+
+
+def check_program_file(path: Path) -> None:
+    """Refuse what is not an ExecuTorch program before the runtime sees it: a missing, unreadable or
+    non-regular file, one without the program FlatBuffer's identifier, or one shorter than its header says.
+
+    The runtime aborts the process (SIGABRT) on some such files, e.g. when its log line quoting a
+    bad identifier is not valid UTF-8; these checks need no ExecuTorch.
+    """
+    readable_file(path, ".pte file", PTE_ACCEPTED)
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        head = handle.read(HEAD_BYTES)
+    if size < 8:
+        raise _bad_program(
+            path, "the file is empty" if size == 0 else f"{size} bytes, shorter than a FlatBuffer header"
+        )
+    identifier = head[4:8]
+    if identifier not in PROGRAM_IDENTIFIERS:
+        shown = identifier.decode("ascii", "backslashreplace")
+        kind = ": a FlatTensor data file (.ptd), not a program" if identifier == DATA_IDENTIFIER else ""
+        expected = " or ".join(i.decode() for i in PROGRAM_IDENTIFIERS)
+        raise _bad_program(path, f"Program identifier '{shown}' != expected '{expected}'{kind}")
+    root = _u32(head, 0)
+    if not 8 <= root < size:
+        raise _bad_program(path, f"its root table offset {root} lies outside the file's {size} bytes")
+    expected_size = _expected_size(head)
+    if expected_size is not None and size < expected_size:
+        raise _bad_program(
+            path,
+            f"File size is too small: the extended header says {expected_size} bytes, the file has {size}; "
+            "cut short, or still being written",
+        )
+
+
+def _probe_in_child(path: Path, runtime: Any) -> None:
+    """Load program and `forward` in a forked child first (Linux): the runtime aborts the whole process
+    on some damaged programs (a name that is not UTF-8 in a log line), which here becomes one line.
+
+    A child that fails without aborting says nothing: the real load then gives the runtime's reason.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: only its exit status speaks, and an abort leaves no core file behind
+        status = 0
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            with native_stderr([]):
+                runtime.load_program(path).load_method("forward")
+        except BaseException:
+            status = 3
+        os._exit(status)
+    waited = _wait_child(pid, PROBE_TIMEOUT_S)
+    if waited is None:
+        raise _bad_program(path, f"the ExecuTorch runtime did not load it within {PROBE_TIMEOUT_S:g} s")
+    if os.WIFSIGNALED(waited):
+        name = signal.Signals(os.WTERMSIG(waited)).name
+        raise _bad_program(path, f"the ExecuTorch runtime aborts on it ({name})")
+
+
+def _wait_child(pid: int, timeout_s: float) -> int | None:
+    """The child's wait status, or None after killing it when it took longer than `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return status
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(0.01)
+
+
 def load(path: Path) -> LoadedProgram:
     """Load program and `forward` (timed: the model load time); a bad file is a one-line UserError."""
-    if not path.is_file():
-        raise UserError(f"{path}: .pte file not found; accepted: a program written by `fleetbench edge export`")
+    check_program_file(path)
     require_executorch()
     Runtime = optional_module("executorch.runtime").Runtime
 
@@ -222,10 +334,14 @@ def load(path: Path) -> LoadedProgram:
     try:
         with native_stderr(sink):
             runtime = Runtime.get()
+        _probe_in_child(path, runtime)
+        with native_stderr(sink):
             started = time.perf_counter()
             program = runtime.load_program(path)
             method = program.load_method("forward")
             load_s = time.perf_counter() - started
+    except UserError:
+        raise
     except Exception as exc:
         reason = _reason(sink, exc).rstrip(".")
         if "is not registered" in reason:
@@ -233,7 +349,7 @@ def load(path: Path) -> LoadedProgram:
                 f"{path}: {reason} in this ExecuTorch runtime (it has: {', '.join(_registered())}); run this program "
                 "on a host whose runtime includes that delegate, or export with --partitioners xnnpack"
             ) from None
-        raise UserError(f"{path}: not a loadable ExecuTorch program ({reason})") from None
+        raise _bad_program(path, reason) from None
     meta = method.metadata
     inputs_meta = []
     for index in range(meta.num_inputs()):
