@@ -78,9 +78,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Launch torchrun and train (or, inside torchrun, train as this rank) and print where the record is."""
-    from fleetbench.train import run as train_job
-    from fleetbench.train.parallel import DistEnv
-
     flags = {
         "train.preset": (args.preset, "--preset"),
         "train.steps": (args.steps, "--steps"),
@@ -97,6 +94,9 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         "train.max_restarts": (args.max_restarts, "--max-restarts"),
     }
     config = config_from_args(args, flags)
+    from fleetbench.train import run as train_job  # torch loads once the config is valid
+    from fleetbench.train.parallel import DistEnv
+
     if DistEnv.from_environ().launched:
         return handle_rank(config, console)
     record = train_job.run(config, console)

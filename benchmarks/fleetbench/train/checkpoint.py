@@ -1,10 +1,14 @@
 """Distributed checkpoints (torch.distributed.checkpoint): model, optimizer, data position, RNG.
 
 Layout: <checkpoint_dir>/step_00000012/ holds a DCP checkpoint taken after 12 completed steps. A
-save goes to `step_N.partial/` and rank 0 renames it once every rank has written its shards, so a
-rank killed mid-save never leaves a folder that looks complete. Resume loads the newest complete
-folder; DCP reshards it, so a checkpoint from N ranks loads on M. On a shared file system (needed
-for multi-node) every rank reads and writes the same folder.
+save goes to `step_N.partial/` and rank 0 renames it once every rank has written its shards (DCP
+writes `.metadata` last), so a rank killed mid-save never leaves a folder that looks complete, and
+a save that fails (a full disk, a file-size limit) is one line, its partial folder removed, the
+previous checkpoint still the newest. Resume loads the newest complete folder after checking that
+its metadata reads and every shard file it names is there and long enough (`check_checkpoint`),
+so a damaged checkpoint is refused in one line instead of half-loaded; DCP reshards it, so a
+checkpoint from N ranks loads on M. On a shared file system (needed for multi-node) every rank
+reads and writes the same folder.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ import torch.distributed as dist
 from torch import nn
 from torch.distributed.checkpoint import state_dict_loader as dcp_loader
 from torch.distributed.checkpoint import state_dict_saver as dcp_saver
-from torch.distributed.checkpoint.filesystem import FileSystemReader
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.filesystem import FileSystemReader, FileSystemWriter
 from torch.distributed.checkpoint.state_dict import (
     get_model_state_dict,
     get_optimizer_state_dict,
@@ -54,6 +59,94 @@ def complete_checkpoints(root: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
+
+
+def check_checkpoint(path: Path) -> None:
+    """Refuse a checkpoint whose `.metadata` does not read, or whose shard files are missing or shorter
+    than the metadata says (cut short by a full disk, a copy or a crash), in one line."""
+    older = [p for _, p in complete_checkpoints(path.parent) if p != path]
+    fix = (
+        f"move it aside to resume from {older[-1].name}, or run without --resume"
+        if older
+        else "move it aside, or run without --resume"
+    )
+    try:
+        metadata = FileSystemReader(str(path)).read_metadata()
+    except Exception as exc:  # unpickling garbage raises anything
+        raise UserError(
+            f"checkpoint {path} is damaged: its {METADATA} does not read ({type(exc).__name__}: {_first_line(exc)}); {fix}"
+        ) from None
+    needed: dict[str, int] = {}
+    for info in (getattr(metadata, "storage_data", None) or {}).values():
+        relative = getattr(info, "relative_path", None)
+        if relative is not None:
+            needed[relative] = max(needed.get(relative, 0), int(info.offset) + int(info.length))
+    for relative, end in sorted(needed.items()):
+        shard = path / relative
+        size = shard.stat().st_size if shard.is_file() else None
+        if size is None or size < end:
+            state = "is missing" if size is None else f"has {size} bytes, its metadata needs {end}"
+            raise UserError(f"checkpoint {path} is damaged: shard {relative} {state}; {fix}")
+
+
+def check_resume(config: FleetbenchConfig, run_id: str | None) -> None:
+    """Before any rank starts: for --resume, the newest complete checkpoint exists and is intact."""
+    cfg = config.train
+    if not cfg.resume:
+        return
+    root = cfg.checkpoint_dir or config.run.results_dir / str(run_id) / "checkpoints"
+    found = complete_checkpoints(root)
+    if not found:
+        raise UserError(
+            f"--resume: no complete checkpoint under {root}; accepted: a run that saved one "
+            "(train.checkpoint_every or checkpoint_final), or no --resume"
+        )
+    check_checkpoint(found[-1][1])
+
+
+class _Writer(FileSystemWriter):
+    """DCP's file-system writer that keeps this rank's own write error: DCP hands every rank the
+    failures of all of them, pickled, which drops the OS error (ENOSPC, EFBIG) behind them."""
+
+    failure: BaseException | None = None
+
+    def write_data(self, plan: Any, planner: Any) -> Any:
+        """Write this rank's shards as DCP does; remember what failed."""
+        try:
+            return super().write_data(plan, planner)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def finish(self, metadata: Any, results: Any) -> None:
+        """Write `.metadata` (the coordinator) as DCP does; remember what failed."""
+        try:
+            super().finish(metadata, results)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+
+def save_failure_reason(exc: BaseException) -> str:
+    """What made a save fail, from the first rank's first OS error (DCP wraps each rank's failure)."""
+    pending: list[BaseException] = [exc]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.strerror:
+            return current.strerror
+        if isinstance(current, CheckpointException):
+            pending.extend(failure for failure, _stack in current.failures.values())
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return _first_line(exc)
+
+
 def _rng_state(device: torch.device) -> dict[str, torch.Tensor]:
     state = {"cpu": torch.get_rng_state()}
     if device.type == "cuda":
@@ -78,13 +171,16 @@ class Checkpointer:
     def save(
         self, steps_done: int, model: nn.Module, optimizer: torch.optim.Optimizer, train_state: dict[str, Any]
     ) -> float:
-        """Write a checkpoint after `steps_done` steps; returns the seconds it took (all ranks)."""
+        """Write a checkpoint after `steps_done` steps; returns the seconds it took (all ranks).
+
+        A save that fails leaves no partial folder and the previous checkpoint the newest; the
+        UserError names the cause and that checkpoint.
+        """
         start = time.perf_counter()
         final = self.root / step_dir_name(steps_done)
         partial = final.with_name(final.name + ".partial")
         if self.rank == 0:
-            self.root.mkdir(parents=True, exist_ok=True)
-            shutil.rmtree(partial, ignore_errors=True)  # left by a rank killed while saving
+            self._clear(partial)
         dist.barrier()
         state = {
             "model": get_model_state_dict(model),
@@ -92,7 +188,11 @@ class Checkpointer:
             "train": jsonio.dumps(train_state, sort_keys=True),
             "rng": {f"rank{self.rank}": _rng_state(self.device)},
         }
-        dcp_saver.save(state, checkpoint_id=str(partial))
+        writer = _Writer(str(partial))
+        try:
+            dcp_saver.save(state, storage_writer=writer)
+        except (Exception, CheckpointException) as exc:
+            raise self._save_failed(steps_done, partial, writer.failure or exc) from None
         dist.barrier()
         if self.rank == 0:
             shutil.rmtree(final, ignore_errors=True)
@@ -101,6 +201,32 @@ class Checkpointer:
         dist.barrier()
         return time.perf_counter() - start
 
+    def _clear(self, partial: Path) -> None:
+        """Rank 0, before a save: the root exists, and no partial folder of a killed save is left."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(
+                f"checkpoint folder {self.root} cannot be made ({exc.strerror or exc}); pass a writable "
+                "train.checkpoint_dir"
+            ) from None
+        shutil.rmtree(partial, ignore_errors=True)  # left by a rank killed while saving
+
+    def _save_failed(self, steps_done: int, partial: Path, exc: BaseException) -> UserError:
+        """Remove what the failed save wrote; the one line names the cause and the checkpoint that stands."""
+        if self.rank == 0:
+            shutil.rmtree(partial, ignore_errors=True)
+        latest = self.latest()
+        standing = (
+            f"{latest[1].name} (after step {latest[0]}) is still the newest complete checkpoint; --resume continues from it"
+            if latest
+            else "no complete checkpoint exists yet"
+        )
+        return UserError(
+            f"checkpoint after step {steps_done} could not be written to {self.root} ({save_failure_reason(exc)}); "
+            f"nothing of it was kept and {standing}; free space there or pass another train.checkpoint_dir"
+        )
+
     def _prune(self) -> None:
         if self.keep <= 0:
             return
@@ -108,7 +234,11 @@ class Checkpointer:
             shutil.rmtree(path, ignore_errors=True)
 
     def load(self, path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
-        """Restore model, optimizer and this rank's RNG in place; returns the saved train state."""
+        """Restore model, optimizer and this rank's RNG in place; returns the saved train state.
+
+        A damaged checkpoint (`check_checkpoint`) is a UserError before anything is restored.
+        """
+        check_checkpoint(path)
         saved_keys = set(FileSystemReader(str(path)).read_metadata().state_dict_metadata)
         rng_key = f"rank{self.rank}"
         state: dict[str, Any] = {
@@ -121,7 +251,7 @@ class Checkpointer:
             state["rng"] = {rng_key: _rng_state(self.device)}
         try:
             dcp_loader.load(state, checkpoint_id=str(path))
-        except Exception as exc:  # DCP wraps per-rank failures; the first line names the mismatch
+        except (Exception, CheckpointException) as exc:  # DCP wraps per-rank failures; the first line says which
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise UserError(
                 f"checkpoint {path} does not fit this model/optimizer ({first[:200]}); resume "

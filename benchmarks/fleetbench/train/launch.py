@@ -27,11 +27,11 @@ from fleetbench import jsonio
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import TrainConfig
 from fleetbench.errors import UserError
-from fleetbench.fsutil import ensure_writable_dir
+from fleetbench.fsutil import check_writable_dir
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.runinfo import new_run_id
-from fleetbench.train.checkpoint import resume_run_id
+from fleetbench.train.checkpoint import check_resume, resume_run_id
 from fleetbench.train.plan import check_launch, check_profile_device, resolve_plan
 
 ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
@@ -117,9 +117,10 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
             nproc,
             usable_cpu_cores(),
         )
-    ensure_writable_dir(config.run.results_dir, "results dir", "--results-dir")
+    # Checked, not made: a launch refused later (--resume without a checkpoint) leaves nothing behind.
+    check_writable_dir(config.run.results_dir, "results dir", "--results-dir")
     if cfg.checkpoint_dir is not None and (cfg.checkpoint_every or cfg.checkpoint_final):
-        ensure_writable_dir(cfg.checkpoint_dir, "checkpoint dir", "--set train.checkpoint_dir=DIR")
+        check_writable_dir(cfg.checkpoint_dir, "checkpoint dir", "--set train.checkpoint_dir=DIR")
     return nproc, world
 
 
@@ -224,6 +225,8 @@ def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
     cfg = config.train
     nproc, world = preflight(config)
     run_id = resume_run_id(config)
+    if cfg.node_rank == 0:  # the other nodes may not see the folder until the job runs
+        check_resume(config, run_id)
     # Nodes meet under one rendezvous id: the run id when the user named it (every node then has the
     # same), else a fixed name; rank 0's run id then wins in every rank (parallel.broadcast_object).
     rdzv_id = run_id if (run_id or cfg.nnodes == 1) else "fleetbench-train"
