@@ -70,6 +70,7 @@ def train(cwd: Path, *args: str, limited: bool = False) -> subprocess.CompletedP
     )
 
 
+@pytest.mark.slow  # three real runs: 17-22 s on 2 cores
 def test_a_save_that_runs_out_of_space_keeps_the_previous_checkpoint_and_resume_continues(tmp_path: Path) -> None:
     checkpoints = tmp_path / "results" / "r1" / "checkpoints"
     first = train(tmp_path, "--steps", "2", "--set", "train.checkpoint_every=2")
