@@ -66,7 +66,9 @@ def handle_summarize(args: argparse.Namespace, console: Console) -> int:
 
     fmt = "json" if args.json else args.format
     config = config_from_args(args) if args.record else None  # a bad config fails before any output
-    report = build_report(list(args.paths), args.window, args.top, args.out_dir, chart=not args.no_chart)
+    report = build_report(
+        list(args.paths), args.window, args.top, args.out_dir, chart=not args.no_chart, one_trace_per_rank=args.record
+    )
     if fmt == "json":
         print(report.to_json())
     else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,13 +35,18 @@ CPU_OP_CATEGORIES = {"cpu_op", "operator"}
 SYNC_CATEGORIES = {"cuda_sync"}  # host waits the CUPTI records on the device's timeline
 ANNOTATION_CATEGORIES = {"user_annotation"}
 HOST_CATEGORIES = CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
-STEP_PATTERN = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+STEP_PATTERN = re.compile(r"ProfilerStep\s*#\s*(\d{1,18})")
 # The CPU side of a collective: gloo's and NCCL's record functions, c10d's ops (their wait
 # included), the functional collectives, and the profiler's wrapper of all of them.
 COLLECTIVE_PATTERN = re.compile(r"^(gloo:|nccl:|c10d::|_?c10d_functional::|record_param_comms)")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz")
 PROFILE_TRACE_NAMES = {"trace.json", "trace.json.gz"}  # what `fleetbench profile` writes
+# Beyond this a time is not one (1e18 µs is 31,000 years; real traces count µs since the epoch,
+# about 1.7e15): larger values, infinities and NaN are skipped, so sums of times stay finite.
+MAX_TIME_US = 1e18
+ID_TYPES = (str, int)  # what a correlation id, pid or tid can be; anything else is written as text
+MAX_RANK = 1 << 20  # a distributedInfo.rank beyond this (or below 0) is not a rank: the file name says it
 
 
 def is_collective(name: str) -> bool:
@@ -62,9 +68,14 @@ def load_trace(path: Path) -> dict[str, Any]:
         else:
             with path.open(encoding="utf-8") as handle:
                 data = json.load(handle)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UserError(
             f"trace {path} is not a readable Chrome trace JSON ({exc}); "
+            "expected the .json or .json.gz that torch.profiler exports"
+        ) from None
+    except RecursionError:  # arrays or objects nested thousands deep: no trace is
+        raise UserError(
+            f"trace {path} is not a Chrome trace: its JSON is nested too deep to be one; "
             "expected the .json or .json.gz that torch.profiler exports"
         ) from None
     if isinstance(data, list):  # the JSON Array Format of the trace-event spec
@@ -156,8 +167,9 @@ def _args(event: dict[str, Any]) -> dict[str, Any]:
 
 def _rank(data: dict[str, Any], path: Path) -> int:
     info = data.get("distributedInfo")
-    if isinstance(info, dict) and isinstance(info.get("rank"), int):
-        return int(info["rank"])
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if type(rank) is int and 0 <= rank < MAX_RANK:
+        return rank
     match = RANK_IN_NAME.search(path.name)
     return int(match.group(1)) if match else 0
 
@@ -165,6 +177,11 @@ def _rank(data: dict[str, Any], path: Path) -> int:
 def _number(value: Any) -> bool:
     # exact types on purpose: bool is an int, and a flag is no time
     return type(value) is float or type(value) is int
+
+
+def _usable(start: float, dur: float) -> bool:
+    """Whether a start and a duration are times: finite, within MAX_TIME_US, the duration not negative."""
+    return -MAX_TIME_US <= start <= MAX_TIME_US and 0 <= dur <= MAX_TIME_US  # False for NaN too
 
 
 def _times(event: Any) -> tuple[float, float] | None:
@@ -176,10 +193,19 @@ def _times(event: Any) -> tuple[float, float] | None:
     if not (_number(start) and _number(dur)):
         try:  # a time written as a string still counts; anything else is skipped
             start, dur = float(start), float(dur)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
+    if not _usable(start, dur):
+        return None
     # ints stay ints: whole-µs traces keep exact arithmetic, and it is quicker
     return start, start + dur
+
+
+def _id(value: Any) -> str | int | None:
+    """A correlation id, pid or tid as a dict key: a string or an int as it is, anything else as text."""
+    if value is None or (isinstance(value, ID_TYPES) and not isinstance(value, bool)):
+        return value
+    return str(value)
 
 
 class _HostFiler:
@@ -191,7 +217,7 @@ class _HostFiler:
     def __init__(self, out: TraceEvents) -> None:
         self.out = out
         self.kinds: dict[tuple[str, str], str] = {}  # (category, name) -> step, op or skip
-        self.threads: dict[tuple[Any, Any], tuple[str, str]] = {}
+        self.threads: dict[tuple[str | int | None, str | int | None], tuple[str, str]] = {}
 
     def file(self, event: dict[str, Any], category: str, times: tuple[float, float]) -> None:
         name = str(event.get("name", ""))
@@ -199,7 +225,7 @@ class _HostFiler:
         if kind is None:
             kind = self.kinds[(category, name)] = self._kind(category, name)
         if kind == "op":
-            key = (event.get("pid"), event.get("tid"))
+            key = (_id(event.get("pid")), _id(event.get("tid")))
             thread = self.threads.get(key)
             if thread is None:
                 thread = self.threads[key] = (str(key[0]), str(key[1]))
@@ -225,17 +251,17 @@ def read_events(path: Path) -> TraceEvents:
     host = _HostFiler(out)
     launches: dict[Any, tuple[float, float]] = {}
     device_raw: list[tuple[dict[str, Any], str, float, float]] = []
-    lower: dict[Any, str] = {}
+    lower: dict[str | int | None, str] = {}
     for event in data["traceEvents"]:
         times = _times(event)
         if times is None:
             continue
-        raw = event.get("cat", "")
+        raw = _id(event.get("cat", ""))
         category = lower.get(raw) or lower.setdefault(raw, str(raw).lower())
         if category in DEVICE_CATEGORIES:
             device_raw.append((event, category, *times))
         elif category in RUNTIME_CATEGORIES:
-            correlation = _args(event).get("correlation")
+            correlation = _id(_args(event).get("correlation"))
             call = (times[0], times[1] - times[0])
             if correlation is not None and call <= launches.get(correlation, call):
                 launches[correlation] = call  # the earliest call of a correlation id launched it
@@ -246,7 +272,7 @@ def read_events(path: Path) -> TraceEvents:
     out.steps.sort(key=lambda s: s.start)
     for event, category, start, end in device_raw:
         args = _args(event)
-        launch = launches.get(args.get("correlation"))
+        launch = launches.get(_id(args.get("correlation")))
         out.device.append(
             DeviceEvent(
                 start=start,

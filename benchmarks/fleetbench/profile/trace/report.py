@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench import jsonio
+from fleetbench.errors import UserError
 from fleetbench.profile.trace.load import find_traces
 from fleetbench.profile.trace.ranks import RankComparison, compare_ranks, plot_ranks
 from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
@@ -56,10 +57,40 @@ def chart_title(summary: TraceSummary) -> str:
     return textwrap.fill(title, 70)
 
 
-def build_report(paths: list[Path], window: str, top: int, out_dir: Path | None, chart: bool) -> TraceReport:
-    """Summarise the traces `paths` name (files or folders); UserError on bad input, before any output."""
+def check_ranks(paths: list[Path], summaries: list[TraceSummary], every: bool = False) -> None:
+    """Refuse two traces of one rank in a folder given (a folder holds one run, one trace per rank);
+    with `every`, two of one rank anywhere (their records would be one rank's twice)."""
+    folders = {path.resolve() for path in paths if path.is_dir()}
+    seen: dict[tuple[Path | None, int], TraceSummary] = {}
+    for summary in summaries:
+        parent = Path(summary.path).resolve().parent
+        if not every and parent not in folders:
+            continue
+        first = seen.setdefault((None if every else parent, summary.rank), summary)
+        if first is not summary:
+            where = "" if every else f" in folder {parent}"
+            hint = "--record takes one trace per rank" if every else "a folder holds one trace per rank of one run"
+            raise UserError(
+                f"traces {first.path} and {summary.path}{where} are both rank {summary.rank}: {hint}; "
+                "pass the traces of one run (or the files one by one, without --record)"
+            )
+
+
+def build_report(
+    paths: list[Path],
+    window: str,
+    top: int,
+    out_dir: Path | None,
+    chart: bool,
+    one_trace_per_rank: bool = False,
+) -> TraceReport:
+    """Summarise the traces `paths` name (files or folders); UserError on bad input, before any output.
+
+    A folder must hold one trace per rank; `one_trace_per_rank` asks the same of all the traces.
+    """
     files = find_traces(paths)
     summaries = [summarize_trace(path, top=top, window=window) for path in files]
+    check_ranks(paths, summaries, every=one_trace_per_rank)
     ranks = compare_ranks(summaries)
     drawn = None
     if chart and ranks.rows:
