@@ -1,7 +1,10 @@
 """`fleetbench deploy PLAYBOOK --inventory DIR`: run a playbook of deploy/ through ansible-runner.
 
-Live progress per host comes from the runner's events; the end is a per-host table of
-ok/changed/failed/unreachable; the runner's artifacts stay in results/<run_id>/deploy/artifacts/<playbook>-<time>/.
+Before anything runs, the inventory, --limit and --tags are checked as Ansible reads them
+(`deploy.inventory`). Live progress per host comes from the runner's events; the end is a per-host
+table of ok/changed/failed/unreachable; the runner's artifacts stay in
+results/<run_id>/deploy/artifacts/<playbook>-<time>/. Ansible's own output is never coloured: it
+reaches the user only through those tables and one-line errors, and the artifacts stay plain text.
 """
 
 from __future__ import annotations
@@ -18,15 +21,36 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from fleetbench.deploy.inventory import (
+    check_flags,
+    check_inventory,
+    check_tags,
+    check_targets,
+    deploy_tags,
+    parse_listing,
+    parse_plays,
+    plain,
+    precheck,
+    run_ansible,
+)
+from fleetbench.envvars import DEPLOY_DIR_ENV
 from fleetbench.errors import UserError
 
 STAT_KEYS = {"ok": "ok", "changed": "changed", "failures": "failed", "dark": "unreachable", "skipped": "skipped"}
 
 
 def deploy_dir() -> Path:
-    """deploy/ of the source tree (FLEETBENCH_DEPLOY_DIR overrides for installed copies)."""
-    override = os.environ.get("FLEETBENCH_DEPLOY_DIR")
-    return Path(override) if override else Path(__file__).resolve().parents[3] / "deploy"
+    """deploy/ of the source tree (FLEETBENCH_DEPLOY_DIR overrides for installed copies); UserError when
+    it is not a folder with ansible.cfg and playbooks."""
+    override = os.environ.get(DEPLOY_DIR_ENV)
+    root = Path(override) if override else Path(__file__).resolve().parents[3] / "deploy"
+    source = f" ({DEPLOY_DIR_ENV})" if override else ""
+    hint = f"point {DEPLOY_DIR_ENV} at the deploy/ folder of a fleetbench checkout"
+    if not root.is_dir():
+        raise UserError(f"deploy folder {root}{source} is not a folder; {hint}")
+    if not (root / "ansible.cfg").is_file() or not playbooks(root):
+        raise UserError(f"deploy folder {root}{source} holds no ansible.cfg and playbooks (*.yml); {hint}")
+    return root
 
 
 def playbooks(root: Path) -> list[str]:
@@ -43,20 +67,24 @@ def resolve_playbook(name: str, root: Path) -> Path:
 
 
 def resolve_inventory(path: Path) -> Path:
-    """The inventory as an absolute path; UserError when it is missing or holds no hosts file."""
-    if not path.exists():
-        raise UserError(
-            f"inventory {path} does not exist; pass a folder with hosts.yml (e.g. deploy/inventories/example)"
-        )
-    if path.is_dir() and not any(path.glob("hosts*")) and not any(path.glob("*.ini")):
-        raise UserError(f"inventory {path} holds no hosts file (hosts.yml or *.ini)")
+    """The inventory as an absolute path; UserError when it is missing, holds no hosts file, is not a
+    readable file or is empty."""
+    precheck(path, str(path))
     return path.resolve()
+
+
+def _vaulted(path: Path) -> bool:
+    try:
+        with path.open("rb") as handle:
+            return handle.read(14) == b"$ANSIBLE_VAULT"
+    except OSError:
+        return False
 
 
 def vaulted_files(inventory: Path) -> list[Path]:
     """The inventory's files encrypted with ansible-vault."""
     files = [inventory] if inventory.is_file() else [p for p in inventory.rglob("*") if p.is_file()]
-    return [p for p in files if p.read_bytes()[:14] == b"$ANSIBLE_VAULT"]
+    return [p for p in files if _vaulted(p)]
 
 
 def check_vault(inventory: Path, vault_password_file: Path | None) -> None:
@@ -146,17 +174,62 @@ def _message(result: dict[str, Any]) -> str:
     failed_items = [item for item in result.get("results") or [] if isinstance(item, dict) and item.get("failed")]
     if failed_items:  # a loop: the first failed item says more than "One or more items failed"
         result = failed_items[0]
-    text = str(result.get("msg") or result.get("stderr") or result.get("reason") or "")
+    text = plain(str(result.get("msg") or result.get("stderr") or result.get("reason") or ""))
     return " ".join(text.split())[:300]
+
+
+def ansible_tool(name: str) -> str:
+    """An ansible command (ansible-playbook, ansible-inventory) beside this Python (the venv's), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    found = str(beside) if beside.exists() else shutil.which(name)
+    if not found:
+        raise UserError(f"{name} is not installed: `make setup` installs ansible into .venv")
+    return found
 
 
 def ansible_playbook() -> str:
     """ansible-playbook beside this Python (the venv's), else on PATH."""
-    beside = Path(sys.executable).parent / "ansible-playbook"
-    found = str(beside) if beside.exists() else shutil.which("ansible-playbook")
-    if not found:
-        raise UserError("ansible-playbook is not installed: `make setup` installs ansible into .venv")
-    return found
+    return ansible_tool("ansible-playbook")
+
+
+def ansible_env(root: Path) -> dict[str, str]:
+    """The environment of every ansible command: deploy/'s ansible.cfg and roles, no colours, the venv's
+    ansible first on PATH (whether or not the venv is activated)."""
+    return {
+        "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
+        "ANSIBLE_ROLES_PATH": str(root / "roles"),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "PATH": f"{Path(ansible_playbook()).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What a deploy runs on and runs: --limit, --tags, --skip-tags (None: not given)."""
+
+    limit: str | None = None
+    tags: str | None = None
+    skip_tags: str | None = None
+
+
+def validate(book: Path, inventory: Path, label: str, vault_password_file: Path | None, selection: Selection) -> None:
+    """Check the inventory, --limit and --tags as Ansible reads them (see `deploy.inventory`), running
+    nothing on any host; UserError naming what is wrong."""
+    check_flags(selection.limit, selection.tags, selection.skip_tags)
+    root = book.parent
+    env = ansible_env(root)
+    vault = ["--vault-password-file", str(vault_password_file.resolve())] if vault_password_file else []
+    listed = run_ansible([ansible_tool("ansible-inventory"), "-i", str(inventory), "--list", *vault], env, root)
+    found = parse_listing(label, inventory, listed)
+    check_inventory(found)
+    argv = [ansible_playbook(), "--list-hosts", "--list-tags", "-i", str(inventory), book.name, *vault]
+    if selection.limit is not None:
+        argv += ["--limit", selection.limit]
+    planned = run_ansible(argv, env, root)
+    plays = parse_plays(planned.stdout)
+    check_targets(found, book.stem, plays, planned, selection.limit)
+    check_tags(book.stem, plays, selection.tags, selection.skip_tags, deploy_tags(root))
 
 
 def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, which the CLI passes by name
@@ -181,8 +254,10 @@ def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, w
 
     root = deploy_dir()
     book = resolve_playbook(playbook, root)
+    label = str(inventory)
     inventory = resolve_inventory(inventory)
     check_vault(inventory, vault_password_file)
+    validate(book, inventory, label, vault_password_file, Selection(limit, tags, skip_tags))
     artifacts_dir.mkdir(parents=True, exist_ok=True)
     cmdline = _cmdline(check, vault_password_file, tags, skip_tags)
     # One folder per playbook run, named so that several deploys under one run id (edge, then
@@ -202,13 +277,7 @@ def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, w
             project_dir=str(root),
             playbook=str(book),
             inventory=str(inventory),
-            envvars={
-                "ANSIBLE_CONFIG": str(root / "ansible.cfg"),
-                "ANSIBLE_ROLES_PATH": str(root / "roles"),
-                "ANSIBLE_FORCE_COLOR": "0",
-                # The venv's ansible-playbook first, whether or not the venv is activated.
-                "PATH": f"{Path(ansible_playbook()).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            },
+            envvars=ansible_env(root),
             extravars=extra_vars or {},
             cmdline=" ".join(cmdline) or None,
             limit=limit,
@@ -217,7 +286,7 @@ def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, w
         )
     stats = runner.stats or {}
     if not stats and runner.rc != 0:
-        tail = " ".join((runner.stdout.read() if runner.stdout else "").split())[-400:]
+        tail = " ".join(plain(runner.stdout.read() if runner.stdout else "").split())[-400:]
         raise UserError(
             f"ansible-playbook {book.name} did not run (rc {runner.rc}): {tail or runner.status}", exit_code=1
         )
