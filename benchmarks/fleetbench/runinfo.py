@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
+from fleetbench.envvars import GIT_REVISION_ENV, HOST_ENV
 from fleetbench.errors import UserError
 
 # A run id becomes a folder name and a Prometheus label value: keep it to a safe, short alphabet.
@@ -42,7 +43,7 @@ def host_name() -> str:
     """The host label: $FLEETBENCH_HOST (set by images and deploys), else this machine's name."""
     import socket
 
-    return os.environ.get("FLEETBENCH_HOST") or socket.gethostname()
+    return os.environ.get(HOST_ENV) or socket.gethostname()
 
 
 @cache
@@ -50,7 +51,7 @@ def git_revision() -> str:
     """The source tree's commit, or what the image builder baked in, or 'unknown'."""
     import subprocess
 
-    baked = os.environ.get("FLEETBENCH_GIT_REVISION")
+    baked = os.environ.get(GIT_REVISION_ENV)
     if baked:
         return baked
     source_dir = Path(__file__).resolve().parent

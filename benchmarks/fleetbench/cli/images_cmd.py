@@ -10,10 +10,11 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fleetbench.envvars import IMAGE_NAMESPACE_ENV, PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
 from fleetbench.images.specs import DEFAULT_NAMESPACE, IMAGES, VARIANTS
 from fleetbench.results.store import DEFAULT_RESULTS_DIR
-from fleetbench.telemetry.push import PUSHGATEWAY_ENV
+from fleetbench.urls import url_from
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def _add_run_options(parser: argparse.ArgumentParser, defaults: argparse.Namespa
     parser.add_argument(
         "--namespace",
         default=default("namespace", None),
-        help=f"image repository prefix (default: $FLEETBENCH_IMAGE_NAMESPACE or {DEFAULT_NAMESPACE})",
+        help=f"image repository prefix (default: ${IMAGE_NAMESPACE_ENV} or {DEFAULT_NAMESPACE})",
     )
 
 
@@ -142,7 +143,7 @@ def _namespace(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--namespace",
         default=None,
-        help=f"image repository prefix (default: $FLEETBENCH_IMAGE_NAMESPACE or {DEFAULT_NAMESPACE})",
+        help=f"image repository prefix (default: ${IMAGE_NAMESPACE_ENV} or {DEFAULT_NAMESPACE})",
     )
 
 
@@ -155,7 +156,7 @@ def _print_table(console: Console, table: object) -> None:
 
 def namespace_of(args: argparse.Namespace) -> str:
     """The image repository prefix: --namespace, $FLEETBENCH_IMAGE_NAMESPACE or the default; checked."""
-    value = args.namespace or os.environ.get("FLEETBENCH_IMAGE_NAMESPACE") or DEFAULT_NAMESPACE
+    value = args.namespace or os.environ.get(IMAGE_NAMESPACE_ENV) or DEFAULT_NAMESPACE
     if not NAMESPACE_PATTERN.fullmatch(value):
         raise UserError(f"image namespace {value!r} is not accepted; use lowercase letters, digits, '.', '_', '-', '/'")
     return value
@@ -219,6 +220,12 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
     args, program = split_run_arguments(args)
     namespace = namespace_of(args)
     from fleetbench.images.container import parse_env, run_image
+
+    example = "http://127.0.0.1:9091"
+    if args.pushgateway:  # what the container's fleetbench pushes to: checked here, before anything starts
+        args.pushgateway = url_from(args.pushgateway, "--pushgateway", example)
+    elif os.environ.get(PUSHGATEWAY_ENV):
+        url_from(os.environ[PUSHGATEWAY_ENV], f"${PUSHGATEWAY_ENV}", example)
 
     return run_image(
         args.name,

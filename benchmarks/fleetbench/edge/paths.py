@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fleetbench.envvars import KERNELS_DIR_ENV as KERNELS_ENV
 from fleetbench.errors import UserError
 
-KERNELS_ENV = "FLEETBENCH_KERNELS_DIR"
 KERNELS_SUBDIR = Path("mobile") / "kernels"
 
 

@@ -15,13 +15,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from fleetbench.envvars import GLSLC_ENV
 from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
 
-GLSLC_ENV = "FLEETBENCH_GLSLC"
 BASE_FLAGS = ("-fshader-stage=compute", "--target-env=vulkan1.1")
 MISSING_GLSLC = (
-    "glslc not found (Debian/Ubuntu package glslc, or the Vulkan SDK; or set FLEETBENCH_GLSLC); it compiles the "
+    f"glslc not found (Debian/Ubuntu package glslc, or the Vulkan SDK; or set {GLSLC_ENV}); it compiles the "
     "*_spirv kernels; accepted: install it, or leave gemm_vec4_spirv and peak_fma_spirv out of edge.kernels"
 )
 

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from fleetbench import jsonio
+from fleetbench.envvars import DEBIAN_MIRROR_ENV, DEBIAN_SECURITY_MIRROR_ENV
 from fleetbench.errors import UserError
 from fleetbench.images.specs import LOCAL_BASE_TAG, local_base
 
@@ -69,8 +70,8 @@ POLICY_RC = "#!/bin/sh\n# no service starts while an image is built\nexit 101\n"
 def mirrors() -> tuple[str, str]:
     """The Debian and security mirrors: $FLEETBENCH_DEBIAN_MIRROR and $FLEETBENCH_DEBIAN_SECURITY_MIRROR, else deb.debian.org."""
     return (
-        os.environ.get("FLEETBENCH_DEBIAN_MIRROR", DEFAULT_MIRROR).rstrip("/"),
-        os.environ.get("FLEETBENCH_DEBIAN_SECURITY_MIRROR", DEFAULT_SECURITY_MIRROR).rstrip("/"),
+        os.environ.get(DEBIAN_MIRROR_ENV, DEFAULT_MIRROR).rstrip("/"),
+        os.environ.get(DEBIAN_SECURITY_MIRROR_ENV, DEFAULT_SECURITY_MIRROR).rstrip("/"),
     )
 
 

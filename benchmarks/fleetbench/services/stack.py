@@ -5,6 +5,7 @@ The demo leaves them running for a person to look at; tests start their own on f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,12 +20,16 @@ from pathlib import Path
 
 import yaml
 
+from fleetbench.envvars import PROMETHEUS_PORT_ENV, PUSHGATEWAY_PORT_ENV, STATE_DIR_ENV
 from fleetbench.errors import UserError
+from fleetbench.fsutil import ensure_writable_dir
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_PROMETHEUS_PORT = 19090
 DEFAULT_PUSHGATEWAY_PORT = 19091
 BINARIES = {"prometheus": ("prometheus",), "pushgateway": ("prometheus-pushgateway", "pushgateway")}
+PORT_ENVS = {"prometheus": PROMETHEUS_PORT_ENV, "pushgateway": PUSHGATEWAY_PORT_ENV}
+DEFAULT_STATE_DIR = Path(".fleetbench")
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +139,8 @@ class LocalStack:
 
     def up(self, timeout_s: float = 30.0) -> LocalStack:
         """Start whichever service is not running (each within `timeout_s`); UserError when one cannot start."""
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        remedy = f"point {STATE_DIR_ENV} at a writable folder (default {DEFAULT_STATE_DIR})"
+        ensure_writable_dir(self.state_dir, "the stack's state folder", STATE_DIR_ENV, remedy=remedy)
         self._start(
             "pushgateway",
             [
@@ -177,7 +183,7 @@ class LocalStack:
         if port_in_use(port):
             raise UserError(
                 f"port {port} on {LOOPBACK} is taken by another program, so {service} cannot start there; "
-                f"free it or choose another port (FLEETBENCH_{service.upper()}_PORT)"
+                f"free it or choose another port ({PORT_ENVS[service]})"
             )
         log_path = self.state_dir / f"{service}.log"
         with log_path.open("ab") as log_file:
@@ -198,7 +204,8 @@ class LocalStack:
     def stop_service(self, service: str, timeout_s: float = 10.0) -> bool:
         """SIGTERM the service this stack started (SIGKILL after `timeout_s`); False when none was running."""
         pid = self._pid(service)
-        self._pid_file(service).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only folder: the pid check above keeps a stale file harmless
+            self._pid_file(service).unlink(missing_ok=True)
         if pid is None:
             return False
         os.kill(pid, signal.SIGTERM)
@@ -216,7 +223,9 @@ class LocalStack:
         return True
 
     def down(self) -> list[str]:
-        """Stop both services; return the names of those that were running."""
+        """Stop both services; return the names of those that were running. UserError when a file is in
+        the way of the state folder (a mistyped FLEETBENCH_STATE_DIR: nothing of this stack is there)."""
+        state_folder(self.state_dir)
         return [service for service in ("prometheus", "pushgateway") if self.stop_service(service)]
 
 
@@ -233,15 +242,30 @@ def _port_from_env(name: str, default: int) -> int:
     raw = os.environ.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 65535:
         raise UserError(f"{name}={raw!r} is not accepted; use a port number in 1-65535")
     return int(raw)
 
 
+def state_folder(path: Path) -> Path:
+    """`path` when nothing on the way to it is a file (it need not exist yet); else a UserError."""
+    for candidate in [*reversed(path.parents), path]:
+        if candidate.exists() and not candidate.is_dir():
+            raise UserError(
+                f"the stack's state folder {path} cannot be used: {candidate} is a file, not a folder; "
+                f"point {STATE_DIR_ENV} at a folder (default {DEFAULT_STATE_DIR})"
+            )
+    return path
+
+
 def default_stack(state_dir: Path | None = None) -> LocalStack:
     """The stack `make demo` and `fleetbench stack up` use; ports and folder come from the environment."""
-    return LocalStack(
-        state_dir=state_dir or Path(os.environ.get("FLEETBENCH_STATE_DIR", ".fleetbench")) / "stack",
-        prometheus_port=_port_from_env("FLEETBENCH_PROMETHEUS_PORT", DEFAULT_PROMETHEUS_PORT),
-        pushgateway_port=_port_from_env("FLEETBENCH_PUSHGATEWAY_PORT", DEFAULT_PUSHGATEWAY_PORT),
-    )
+    prometheus = _port_from_env(PROMETHEUS_PORT_ENV, DEFAULT_PROMETHEUS_PORT)
+    pushgateway = _port_from_env(PUSHGATEWAY_PORT_ENV, DEFAULT_PUSHGATEWAY_PORT)
+    if prometheus == pushgateway:
+        raise UserError(
+            f"{PROMETHEUS_PORT_ENV} and {PUSHGATEWAY_PORT_ENV} are both {prometheus}; "
+            "Prometheus and the Pushgateway need a port each"
+        )
+    root = Path(os.environ.get(STATE_DIR_ENV) or DEFAULT_STATE_DIR)
+    return LocalStack(state_dir=state_dir or root / "stack", prometheus_port=prometheus, pushgateway_port=pushgateway)

@@ -154,6 +154,24 @@ def open_run(  # noqa: PLR0913 - the jobs of other packages pass device and back
     return BenchmarkRun(identity, config.run.results_dir, config.telemetry, settings.model_dump(mode="json"))
 
 
+FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # the disk (or the file size limit) is full
+
+
+def _write_textfile(path: Path, metrics: MetricRecorder) -> None:
+    """The metrics as a node_exporter textfile at `path`, written whole or not at all (prometheus_client
+    writes a temporary file beside it and renames it); a failure is one line naming the folder."""
+    try:
+        write_to_textfile(str(path), metrics.registry)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.errno in FULL_ERRNOS:
+            raise UserError(
+                f"{path.parent}: no space for the metrics file {path.name} ({reason}); any earlier copy of it "
+                "is as it was: free space (or raise the file size limit) and run again"
+            ) from None
+        raise UserError(f"{path.parent}: cannot write the metrics file {path.name} ({reason})") from None
+
+
 class BenchmarkRun:
     """Context manager around a benchmark: `with open_run(...) as run: run.metrics.set(...)`."""
 
@@ -320,8 +338,8 @@ class BenchmarkRun:
     def _write_textfiles(self) -> None:
         name = f"{JOB}_{self.identity.benchmark}_rank{self.identity.rank}.prom"
         target = self.run_dir / name
-        write_to_textfile(str(target), self.metrics.registry)
+        _write_textfile(target, self.metrics)
         self.add_artifact(target)
         if self.telemetry.textfile_dir is not None:
             # One file per benchmark and rank: node_exporter shows the host's latest run of each.
-            write_to_textfile(str(self.telemetry.textfile_dir / name), self.metrics.registry)
+            _write_textfile(self.telemetry.textfile_dir / name, self.metrics)
