@@ -166,6 +166,7 @@ REGISTRY_USERS = [
     "images/base.py",
     "deploy/launcher.py",
     "cli/images_cmd.py",
+    "train/launch.py",
 ]
 
 

@@ -26,6 +26,7 @@ from rich.console import Console
 from fleetbench import jsonio
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import TrainConfig
+from fleetbench.envvars import TRAIN_ERROR_DIR_ENV as ERROR_DIR_ENV
 from fleetbench.errors import UserError
 from fleetbench.fsutil import check_writable_dir
 from fleetbench.results.record import ResultRecord
@@ -34,7 +35,6 @@ from fleetbench.runinfo import new_run_id
 from fleetbench.train.checkpoint import check_resume, resume_run_id
 from fleetbench.train.plan import check_launch, check_profile_device, resolve_plan
 
-ERROR_DIR_ENV = "FLEETBENCH_TRAIN_ERROR_DIR"
 # Each rank is `python -m fleetbench train --config FILE`: the same command the user ran.
 WORKER_MODULE = "fleetbench"
 WORKER_COMMAND = "train"
