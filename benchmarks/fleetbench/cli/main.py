@@ -57,6 +57,7 @@ COMMANDS: dict[str, str] = {
     "images": "images_cmd",
     "deploy": "deploy_cmd",
     "cluster": "cluster_cmd",
+    "slurm": "slurm_cmd",
 }
 GLOBAL_VALUE_OPTIONS = ("--log-level",)  # the global options that take a value
 GLOBAL_FLAGS = ("--debug",)  # the global options that take none (besides --help and --version)

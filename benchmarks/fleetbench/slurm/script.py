@@ -1,0 +1,108 @@
+"""The batch script of a training job: deploy/slurm/fleetbench-train.sbatch with its #SBATCH lines and
+its settings rendered from a request.
+
+The template's `#SBATCH` lines are a GPU site's defaults; a rendered script has exactly the
+directives of the request instead (no `--gpus-per-node` on a CPU partition), and its settings lines
+(`PRESET=${PRESET:-seed}`) become plain assignments (`PRESET=tiny`), so the script kept beside the
+results says what ran.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleetbench.errors import UserError
+
+TEMPLATE = Path("slurm") / "fleetbench-train.sbatch"  # under deploy/
+JOB_NAME = "fleetbench-train"
+SETTING = re.compile(r"^(?P<name>[A-Z_]+)=\$\{(?P=name):-[^}]*\}$")
+TIME_LIMIT = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What `fleetbench slurm submit` asks for."""
+
+    nodes: int = 2
+    gpus_per_node: int = 0
+    preset: str = "tiny"
+    steps: int = 20
+    partition: str | None = None
+    time_limit: str | None = None
+    cpus_per_task: int | None = None
+    checkpoint_every: int = 0
+    requeue: bool = False
+
+    def validate(self) -> None:
+        """Refuse what Slurm or the trainer would refuse later, in one line naming the option."""
+        from fleetbench.config.train import PRESETS
+
+        if self.nodes < 1:
+            raise UserError(f"--nodes {self.nodes} is not accepted; use 1 or more")
+        if self.gpus_per_node < 0:
+            raise UserError(f"--gpus-per-node {self.gpus_per_node} is not accepted; use 0 (CPU, gloo) or more")
+        if self.preset not in PRESETS:
+            raise UserError(f"--preset {self.preset!r} is not accepted; accepted: {', '.join(PRESETS)}")
+        if self.steps < 1:
+            raise UserError(f"--steps {self.steps} is not accepted; use 1 or more")
+        if self.checkpoint_every < 0:
+            raise UserError(f"--checkpoint-every {self.checkpoint_every} is not accepted; use 0 (none) or more")
+        if self.cpus_per_task is not None and self.cpus_per_task < 1:
+            raise UserError(f"--cpus-per-task {self.cpus_per_task} is not accepted; use 1 or more")
+        if self.time_limit is not None and not TIME_LIMIT.match(self.time_limit):
+            raise UserError(
+                f"--time {self.time_limit!r} is not accepted; accepted: Slurm's MINUTES, HH:MM:SS, D-HH:MM:SS or UNLIMITED"
+            )
+        if self.partition is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.partition):
+            raise UserError(f"--partition {self.partition!r} is not accepted; accepted: a partition name")
+
+    def directives(self, results_dir: str) -> list[str]:
+        """The #SBATCH lines of the job; its batch output goes to <results_dir>/slurm-logs/."""
+        options = [
+            f"--job-name={JOB_NAME}",
+            f"--nodes={self.nodes}",
+            "--ntasks-per-node=1",
+            *([f"--gpus-per-node={self.gpus_per_node}"] if self.gpus_per_node else []),
+            *([f"--cpus-per-task={self.cpus_per_task}"] if self.cpus_per_task else []),
+            "--exclusive",
+            *([f"--time={self.time_limit}"] if self.time_limit else []),
+            *([f"--partition={self.partition}"] if self.partition else []),
+            "--requeue" if self.requeue else "--no-requeue",
+            f"--chdir={results_dir}",
+            f"--output={results_dir}/slurm-logs/slurm-%j.out",
+        ]
+        return [f"#SBATCH {option}" for option in options]
+
+    def settings(self) -> dict[str, str]:
+        """The settings lines of the template this request fills in."""
+        return {"PRESET": self.preset, "STEPS": str(self.steps), "CHECKPOINT_EVERY": str(self.checkpoint_every)}
+
+
+def render(template: str, request: JobRequest, results_dir: str) -> str:
+    """The template with the request's #SBATCH lines (where the template's were) and settings."""
+    settings = request.settings()
+    out: list[str] = []
+    placed = False
+    for line in template.splitlines():
+        if line.startswith("#SBATCH"):
+            if not placed:
+                out.extend(request.directives(results_dir))
+                placed = True
+            continue
+        match = SETTING.match(line)
+        if match and match.group("name") in settings:
+            name = match.group("name")
+            out.append(f"{name}={shlex.quote(settings[name])}")
+            continue
+        out.append(line)
+    if not placed:
+        raise UserError("the batch script template has no #SBATCH lines; it is not fleetbench-train.sbatch")
+    return "\n".join(out) + "\n"
+
+
+def batch_output(results_dir: str, job_id: int) -> str:
+    """Where Slurm writes the batch script's own output of a job rendered by `render`."""
+    return f"{results_dir}/slurm-logs/slurm-{job_id}.out"
