@@ -36,7 +36,7 @@ lint: setup ## ruff, mypy --strict, hadolint on every Dockerfile, ansible-lint o
 	$(VENV)/bin/mypy
 	find containers -name Dockerfile -print0 | sort -z | xargs -0 $(VENV)/bin/hadolint
 	cd deploy && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../$(VENV)/bin/ansible-lint --offline --profile production -q
-	$(VENV)/bin/shellcheck .ci/run tests/slurm_bin/* deploy/slurm/*.sbatch $$(find scripts containers deploy -name '*.sh' | sort)
+	$(VENV)/bin/shellcheck .ci/run deploy/slurm/*.sbatch $$(find scripts containers deploy -name '*.sh' | sort)
 
 fmt: setup ## rewrite benchmarks tests scripts: ruff's safe fixes (imports, upgrades), then ruff format
 	$(VENV)/bin/ruff check --fix-only benchmarks tests scripts
@@ -96,10 +96,13 @@ images-cpu: setup ## cpu variants (trainer, edge-vulkan) on the offline local ba
 	@$(FB) images build --variant cpu
 
 NODES ?= 3
-cluster-up: setup ## local cluster of NODES (3) SSH nodes on 127.0.0.1 (containers) + its inventory
+SLURM ?=  # 1: node1 runs slurmctld, the others slurmd (monitoring and slurm deployed); then `fleetbench slurm submit`
+cluster-up: setup ## local cluster of NODES (3) SSH nodes on 127.0.0.1 (containers) + its inventory; SLURM=1 with Slurm
 	@bash scripts/dockerd.sh
 	@$(FB) images build --variant cpu trainer edge-vulkan prometheus pushgateway node-exporter node
-	@$(FB) cluster up --nodes $(NODES)
+	@$(FB) cluster up --nodes $(NODES) $(if $(filter 1,$(SLURM)),--slurm)
+	@if [ "$(SLURM)" = "1" ]; then $(FB) deploy monitoring --inventory .fleetbench/cluster/inventory --results-dir $(RESULTS) \
+	  && $(FB) deploy slurm --inventory .fleetbench/cluster/inventory --results-dir $(RESULTS) && $(FB) slurm info; fi
 
 cluster-down: setup ## remove the local cluster's nodes
 	@$(FB) cluster down

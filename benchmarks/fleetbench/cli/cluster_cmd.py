@@ -17,6 +17,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     up = sub.add_parser("up", help="start N nodes and write their inventory")
     up.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
     up.add_argument("--state-dir", type=Path, default=DEFAULT_STATE, help="keys, node folders, inventory")
+    up.add_argument(
+        "--slurm",
+        action="store_true",
+        help="node1 the Slurm controller, the rest compute nodes (then `fleetbench deploy slurm`, as make does)",
+    )
     up.set_defaults(handler=handle_up)
     down = sub.add_parser("down", help="remove the nodes")
     down.add_argument("--state-dir", type=Path, default=DEFAULT_STATE)
@@ -27,8 +32,9 @@ def handle_up(args: argparse.Namespace, console: Console) -> int:
     """Start the nodes and print the deploy command that targets their inventory."""
     from fleetbench.deploy.cluster import cluster_up
 
-    inventory = cluster_up(args.nodes, args.state_dir, console)
-    console.print(f"deploy to it: .venv/bin/fleetbench deploy site --inventory {inventory}")
+    inventory = cluster_up(args.nodes, args.state_dir, console, slurm=args.slurm)
+    playbook = "monitoring, then slurm," if args.slurm else "site"
+    console.print(f"deploy to it: .venv/bin/fleetbench deploy {playbook} --inventory {inventory}")
     return 0
 
 

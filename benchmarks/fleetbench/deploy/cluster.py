@@ -4,15 +4,28 @@ Each node is a container of the `node` image (the local base + sshd + Python + t
 host networking, with sshd on its own 127.0.0.1 port and a key made for this cluster. Nodes drive the
 host's Docker engine through the mounted socket, so a path a node hands to `docker run` must exist on
 the host: each node's state folder is mounted at the same absolute path inside it.
+
+With `slurm=True` the inventory also has the groups of the slurm playbook: node1 is the controller
+(slurmctld, and the Slurm exporter), the other nodes are compute nodes (slurmd). The nodes share the
+host's network namespace and its hostname, so each slurmd has its own port (slurm.conf `Port=`), its
+own NodeName (`slurmd -N`), and binds 127.0.0.1 only (NodeAddr, CommunicationParameters
+NoInAddrAny); Debian's Slurm is built without multiple-slurmd support, which this does not need.
+There is no init system in a node: the role starts the daemons itself (slurm_service_manager:
+direct), and every node runs docker-init as PID 1 to reap what they leave. A node's Slurm state
+and logs are folders of its state folder (mounted at /var/lib/slurm and /var/log/slurm); `shared/`
+is mounted in every node at the same path, the cluster's shared file system for job results and
+checkpoints; the host's docker CLI is mounted so that jobs run in the trainer image.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -54,7 +67,7 @@ def ensure_key(state_dir: Path) -> Path:
 
 def inventory(
     nodes: list[Node], state_dir: Path, key: Path, ports: dict[str, int], namespace: str = "fleetbench"
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Groups for the end-to-end run: monitoring + edge on node1, a 2-node job on the rest."""
     hosts = {
         n.name: {
@@ -118,8 +131,61 @@ def inventory(
     }
 
 
-def _ports(names: list[str]) -> dict[str, int]:
+def slurm_inventory(base: dict[str, Any], nodes: list[Node], state_dir: Path, ports: dict[str, int]) -> dict[str, Any]:
+    """`base` with the slurm playbook's groups and knobs: node1 the controller, the rest compute nodes."""
+    group = base["all"]
+    for node in nodes[1:]:
+        group["hosts"][node.name]["slurm_slurmd_port"] = ports[f"slurmd_{node.name}"]
+    group["vars"].update(
+        {
+            "slurm_service_manager": "direct",  # no init system in a node container
+            "slurm_proctrack_type": "proctrack/linuxproc",  # cgroups are not delegated to the nodes
+            "slurm_task_plugin": "task/none",
+            "slurm_communication_parameters": ["NoInAddrAny", "NoCtldInAddrAny"],  # 127.0.0.1 only
+            "slurm_slurmctld_port": ports["slurmctld"],
+            "slurm_slurmd_timeout": 10,  # a stopped slurmd fails its job within about half a minute
+            "slurm_kill_wait": 5,
+            "slurm_cred_expire": 15,  # a requeued job starts again after 15 s instead of 2 minutes
+            "slurm_results_dir": str(shared_dir(state_dir) / "results"),
+            "fleetbench_slurm_exporter_port": ports["slurm_exporter"],
+        }
+    )
+    group["children"]["slurm_controller"] = {"hosts": {nodes[0].name: {}}}
+    group["children"]["slurm_compute"] = {"hosts": {n.name: {} for n in nodes[1:]}}
+    return base
+
+
+def shared_dir(state_dir: Path) -> Path:
+    """The cluster's shared file system: mounted in every node at this same path."""
+    return state_dir / "shared"
+
+
+def _node_volumes(node_dir: Path, state_dir: Path, key: Path, slurm: bool) -> dict[str, dict[str, str]]:
+    """What a node container mounts: the Docker socket, its state folder and the key; for Slurm also its
+    Slurm state and logs, the shared folder and the host's docker CLI (jobs run in the trainer image)."""
+    volumes = {
+        DOCKER_SOCKET: {"bind": DOCKER_SOCKET, "mode": "rw"},
+        str(node_dir): {"bind": str(node_dir), "mode": "rw"},
+        str(key.with_suffix(".pub")): {"bind": "/etc/fleetbench/authorized_keys", "mode": "ro"},
+    }
+    if slurm:
+        for sub, target in (("lib", "/var/lib/slurm"), ("log", "/var/log/slurm")):
+            (node_dir / "slurm" / sub).mkdir(parents=True, exist_ok=True)
+            volumes[str(node_dir / "slurm" / sub)] = {"bind": target, "mode": "rw"}
+        shared = shared_dir(state_dir)
+        volumes[str(shared)] = {"bind": str(shared), "mode": "rw"}
+        docker_cli = shutil.which("docker")
+        if docker_cli:
+            volumes[str(Path(docker_cli).resolve())] = {"bind": "/usr/local/bin/docker", "mode": "ro"}
+        else:
+            log.warning("no docker CLI on this host: Slurm jobs on the local cluster cannot start the trainer image")
+    return volumes
+
+
+def _ports(names: list[str], slurm: bool = False) -> dict[str, int]:
     wanted = ["pushgateway", "prometheus", "rdzv", *(f"node_exporter_{n}" for n in names)]
+    if slurm:
+        wanted += ["slurmctld", "slurm_exporter", *(f"slurmd_{n}" for n in names[1:])]
     ports: dict[str, int] = {}
     while len(ports) < len(wanted):
         port = free_port()
@@ -128,10 +194,18 @@ def _ports(names: list[str]) -> dict[str, int]:
     return ports
 
 
-def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "fleetbench") -> Path:
-    """Start `count` nodes (building the node image first when missing); returns the inventory folder."""
+def cluster_up(
+    count: int, state_dir: Path, console: Console, namespace: str = "fleetbench", slurm: bool = False
+) -> Path:
+    """Start `count` nodes (building the node image first when missing); returns the inventory folder.
+
+    `slurm`: the inventory has the slurm playbook's groups (node1 controller, the rest compute nodes)
+    and the nodes mount what Slurm needs (see the module docstring); deploy `slurm` to start it.
+    """
     if not 1 <= count <= 16:
         raise UserError(f"--nodes {count} is not accepted; use 1-16 (2 or more for a multi-node job)")
+    if slurm and count < 2:
+        raise UserError(f"--nodes {count} with --slurm is not accepted; use 2-16 (a controller and compute nodes)")
     from fleetbench.images.build import build_images
     from fleetbench.images.engine import connect
 
@@ -146,6 +220,9 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
         build_images([NODE_IMAGE], "cpu", console, client=client, namespace=namespace)
     key = ensure_key(state_dir)
     names = node_names(count)
+    if slurm:  # a new cluster starts with no jobs and no node states of an earlier one
+        remove_slurm_state(state_dir)
+        shared_dir(state_dir).mkdir(parents=True, exist_ok=True)
     nodes = []
     for name in names:
         port = free_port()
@@ -156,21 +233,22 @@ def cluster_up(count: int, state_dir: Path, console: Console, namespace: str = "
             name=f"{namespace}-{name}",
             detach=True,
             network_mode="host",
+            init=slurm,  # docker-init as PID 1 reaps the daemons' orphans
             labels={LABEL: namespace, f"{LABEL}.node": name},
             environment={"SSH_PORT": str(port)},
-            volumes={
-                DOCKER_SOCKET: {"bind": DOCKER_SOCKET, "mode": "rw"},
-                str(node_dir): {"bind": str(node_dir), "mode": "rw"},
-                str(key.with_suffix(".pub")): {"bind": "/etc/fleetbench/authorized_keys", "mode": "ro"},
-            },
+            volumes=_node_volumes(node_dir, state_dir, key, slurm),
         )
         nodes.append(Node(name, port, node_dir))
     _wait_for_ssh(nodes, state_dir)
     inventory_dir = state_dir / "inventory"
     inventory_dir.mkdir(exist_ok=True)
+    ports = _ports(names, slurm)
+    hosts = inventory(nodes, state_dir, key, ports, namespace)
+    if slurm:
+        hosts = slurm_inventory(hosts, nodes, state_dir, ports)
     (inventory_dir / "hosts.yml").write_text(
         "# Generated by `fleetbench cluster up`: the local cluster's nodes on 127.0.0.1.\n"
-        + yaml.safe_dump(inventory(nodes, state_dir, key, _ports(names), namespace), sort_keys=False)
+        + yaml.safe_dump(hosts, sort_keys=False)
     )
     console.print(
         f"cluster: {count} nodes up ({', '.join(f'{n.name}:{n.ssh_port}' for n in nodes)}); inventory {inventory_dir}"
@@ -212,5 +290,21 @@ def cluster_down(state_dir: Path, console: Console, namespace: str = "fleetbench
         container.remove(force=True)
     inventory_file = state_dir / "inventory" / "hosts.yml"
     inventory_file.unlink(missing_ok=True)
+    remove_slurm_state(state_dir)
     console.print(f"cluster: removed {', '.join(sorted(removed)) or 'nothing (no nodes were up)'}")
     return removed
+
+
+def remove_slurm_state(state_dir: Path) -> None:
+    """Remove the Slurm state, logs and shared folder of the cluster in `state_dir` (written as root and
+    as the nodes' slurm user); UserError when they cannot be removed."""
+    folders = [*state_dir.glob("nodes/*/slurm"), shared_dir(state_dir)]
+    for folder in folders:
+        try:
+            shutil.rmtree(folder)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UserError(
+                f"cannot remove {folder} ({exc.strerror or exc}): the nodes wrote it as root; remove it with sudo"
+            ) from None
