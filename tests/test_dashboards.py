@@ -14,7 +14,7 @@ from fleetbench.dashboards.build import stale, to_grafana
 from fleetbench.dashboards.compare import COMPARE
 from fleetbench.dashboards.definition import VARIABLES, Dashboard
 from fleetbench.dashboards.promql_names import metric_names
-from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS
+from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS, SLURM_METRICS
 from fleetbench.report.build import dashboards_for
 from fleetbench.services.prometheus_api import PrometheusClient, Series
 from fleetbench.services.stack import LocalStack
@@ -84,12 +84,13 @@ def test_structure(dashboard: Dashboard) -> None:
 
 
 @pytest.mark.parametrize("dashboard", DASHBOARDS, ids=IDS)
-def test_queries_name_only_catalogue_or_dcgm_metrics(dashboard: Dashboard) -> None:
+def test_queries_name_only_catalogue_dcgm_or_slurm_metrics(dashboard: Dashboard) -> None:
+    known = EXPOSED | DCGM_METRICS | SLURM_METRICS
     for panel in dashboard.panels():
         for query in panel.queries:
             names = metric_names(query.expr)
             assert names, query.expr
-            assert names <= EXPOSED | DCGM_METRICS, (panel.title, names - EXPOSED - DCGM_METRICS)
+            assert names <= known, (panel.title, names - known)
 
 
 def test_metric_name_extraction() -> None:
@@ -107,22 +108,25 @@ def test_every_query_is_valid_and_demo_panels_have_data(
     for panel in dashboard.panels():
         # Polled for a few seconds: one slow gateway scrape on a loaded machine leaves its series stale
         # until the next scrape. A PromQL error raises at once.
-        deadline = time.monotonic() + (0 if panel.gpu_only else 10)
+        deadline = time.monotonic() + (0 if panel.may_be_empty else 10)
         while True:
             returned = sum(len(prometheus.query(substitute(query.expr, run_id))) for query in panel.queries)
             if returned or time.monotonic() > deadline:
                 break
             time.sleep(0.25)
-        if not panel.gpu_only:
+        if not panel.may_be_empty:
             assert returned, f"{dashboard.uid}: panel {panel.title!r} is empty after the demo"
 
 
 def test_only_gpu_panels_may_lack_cpu_data() -> None:
-    # DCGM series exist only where a GPU is: every panel reading them must say so.
+    # DCGM series exist only where a GPU is, the Slurm exporter's where Slurm is: every panel reading
+    # them must say so.
     for dashboard in DASHBOARDS:
         for panel in dashboard.panels():
             if any(metric_names(q.expr) & DCGM_METRICS for q in panel.queries):
                 assert panel.gpu_only, panel.title
+            if any(metric_names(q.expr) & SLURM_METRICS for q in panel.queries):
+                assert panel.slurm_only, panel.title
 
 
 @pytest.mark.services

@@ -48,12 +48,12 @@ def open_in_chromium(page: Path, screenshot: Path) -> tuple[list[str], list[int]
 
 
 def panel_files(run_dir: Path) -> tuple[set[str], set[str], set[str]]:
-    """The panel PNGs the report wrote, those it must write (every panel that is not GPU-only) and
-    those it may write (GPU-only panels too: drawn when a CPU run has data for them, e.g. time shares)."""
+    """The panel PNGs the report wrote, those it must write (every panel that is not GPU- or Slurm-only)
+    and those it may write (those too: drawn when a CPU run has data for them, e.g. time shares)."""
     records = {r.benchmark for r in read_records(run_dir)}
     panels = [(d, p) for d in dashboards_for(records) for p in d.panels()]
     written = {p.name for p in (run_dir / "report" / "panels").glob("*.png")}
-    must = {panel_file(d, p.title) for d, p in panels if not p.gpu_only}
+    must = {panel_file(d, p.title) for d, p in panels if not p.may_be_empty}
     may = {panel_file(d, p.title) for d, p in panels}
     return written, must, may
 

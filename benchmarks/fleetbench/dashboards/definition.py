@@ -87,8 +87,15 @@ class Panel:
     height: int = 8
     # Data only where GPUs are (DCGM exporter, GPU traces): empty on a CPU machine by nature.
     gpu_only: bool = False
+    # Data only where a Slurm cluster is (the Slurm exporter): empty without one by nature.
+    slurm_only: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
+
+    @property
+    def may_be_empty(self) -> bool:
+        """Whether the panel has no data by nature where there is no GPU or no Slurm cluster."""
+        return self.gpu_only or self.slurm_only
 
 
 @dataclass(frozen=True)

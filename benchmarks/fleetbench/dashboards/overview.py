@@ -1,8 +1,8 @@
-"""Cluster overview: every run with its status, hosts, device probes, GPU time, and DCGM beside ours."""
+"""Cluster overview: every run with its status, hosts, device probes, GPU time, DCGM beside ours, and Slurm."""
 
 from __future__ import annotations
 
-from fleetbench.dashboards.definition import Dashboard, Panel, Query, Row, sel, unit_of
+from fleetbench.dashboards.definition import Dashboard, Panel, PanelKind, Query, Row, sel, unit_of
 
 # DCGM exporter series (documented names; labels gpu, UUID, modelName, Hostname). Ours do not repeat them.
 DCGM_HOST = 'Hostname=~"$host"'
@@ -173,10 +173,55 @@ gpu_time = Row(
     ),
 )
 
+
+def slurm_panel(title: str, expr: str, legend: str, description: str, kind: PanelKind = "timeseries") -> Panel:
+    """One panel of the Slurm exporter's series (the cluster's, not a run's: no run filter)."""
+    return Panel(
+        title,
+        kind,
+        (Query(expr, legend=legend, instant=kind in {"table", "stat"}),),
+        "short",
+        description,
+        slurm_only=True,
+        width=6,
+    )
+
+
+slurm = Row(
+    "Slurm (the Slurm exporter beside slurmctld)",
+    (
+        slurm_panel(
+            "Slurm nodes by state",
+            "sum by (state) (fleetbench_slurm_nodes)",
+            "{{state}}",
+            "Nodes per state from sinfo: idle, allocated, mixed, down, drained ...",
+        ),
+        slurm_panel(
+            "Slurm jobs by state",
+            "sum by (state) (fleetbench_slurm_jobs)",
+            "{{state}}",
+            "Jobs per state from squeue: pending and running, and the finished ones slurmctld still remembers",
+        ),
+        slurm_panel(
+            "Slurm CPUs",
+            "sum by (state) (fleetbench_slurm_cpus)",
+            "{{state}}",
+            "CPUs allocated, idle, other (down or drained) and in total",
+        ),
+        slurm_panel(
+            "Slurm node states",
+            "max by (node, partition, state) (fleetbench_slurm_node_state)",
+            "{{node}} {{state}}",
+            "Each node with its partition and state (sinfo)",
+            kind="table",
+        ),
+    ),
+)
+
 OVERVIEW = Dashboard(
     uid="fleetbench-overview",
     title="fleetbench / Cluster overview",
-    description="Every run with its status and last success, the hosts, device probes, and DCGM GPU metrics",
+    description="Every run with its status and last success, the hosts, device probes, DCGM GPU metrics and Slurm",
     benchmarks=(),
-    rows=(runs, probes, gpu_time, dcgm),
+    rows=(runs, probes, gpu_time, dcgm, slurm),
 )

@@ -8,6 +8,7 @@ from fleetbench.dashboards.edge import EDGE
 from fleetbench.dashboards.overview import OVERVIEW
 from fleetbench.dashboards.profiling import PROFILING
 from fleetbench.dashboards.training import TRAINING
+from fleetbench.slurm.exporter import METRICS as SLURM_EXPORTER_METRICS
 
 DASHBOARDS: list[Dashboard] = [OVERVIEW, TRAINING, PROFILING, EDGE, COMPARE]
 
@@ -24,3 +25,6 @@ DCGM_METRICS = frozenset(
         "DCGM_FI_DEV_GPU_TEMP",
     }
 )
+
+# Series of the Slurm exporter (fleetbench/slurm/exporter.py, run by the slurm role beside slurmctld).
+SLURM_METRICS = frozenset(SLURM_EXPORTER_METRICS)

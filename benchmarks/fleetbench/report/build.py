@@ -98,9 +98,9 @@ def _write_report(
         images = []
         for panel in dashboard.panels():
             data = source.panel(panel)
-            if not data.series and panel.gpu_only:
-                # DCGM and GPU-trace panels on a machine without GPUs
-                log.debug("%s: skipped %r: GPU-only, no data", dashboard.uid, panel.title)
+            if not data.series and panel.may_be_empty:
+                # DCGM and GPU-trace panels on a machine without GPUs; Slurm panels without Slurm
+                log.debug("%s: skipped %r: GPU- or Slurm-only, no data", dashboard.uid, panel.title)
                 continue
             png = out / "panels" / panel_file(dashboard, panel.title)
             images.append((panel.title, draw(data, png)))
