@@ -145,8 +145,8 @@ def _tail(controller: Controller, path: str, lines: int = TAIL_LINES) -> str:
 
 def failing_nodes(controller: Controller, job: queries.JobInfo, batch: str) -> dict[str, str]:
     """The job's nodes that failed it, and why: those srun reports a node failure on, and the job's
-    nodes Slurm has marked down; else the tasks that exited badly on their own (not the ones Slurm
-    ended after the first failure), else every task srun names."""
+    nodes Slurm has marked down; else the first task srun reports as exited badly, and any other
+    that did not just end by the SIGTERM or SIGKILL Slurm sends the rest after the first failure."""
     failing = {m.group(1): "node failure" for m in SRUN_NODE_FAILURE.finditer(batch)}
     if job.state == "NODE_FAIL" or failing:
         names = set(controller.check(["scontrol", "show", "hostnames", job.nodes]).split()) if job.nodes else set()
@@ -156,9 +156,11 @@ def failing_nodes(controller: Controller, job: queries.JobInfo, batch: str) -> d
                 failing[node.name] = f"{state}" + (f" ({node.reason})" if node.reason else "")
         if failing:
             return failing
-    tasks = {m.group(1): m.group(2).strip() for m in SRUN_TASK_ERROR.finditer(batch)}
-    own = {node: why for node, why in tasks.items() if not why.endswith(ENDED_BY_SLURM)}
-    return own or tasks
+    tasks: dict[str, str] = {}
+    for match in SRUN_TASK_ERROR.finditer(batch):  # in the order srun saw them: the first one failed first
+        tasks.setdefault(match.group(1), match.group(2).strip())
+    first = dict(list(tasks.items())[:1])
+    return first | {node: why for node, why in tasks.items() if not why.endswith(ENDED_BY_SLURM)}
 
 
 def explain(controller: Controller, job: queries.JobInfo, results_dir: str) -> Failure:
