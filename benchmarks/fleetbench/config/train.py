@@ -169,6 +169,13 @@ class TrainConfig(StrictModel):
     vocab_size: int | None = Field(default=None, ge=2, le=1_048_576)
     seq_len: int | None = Field(default=None, ge=2, le=131072)
     batch_size: int | None = Field(default=None, ge=1, le=65536, description="sequences per rank per step")
+    global_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**24,
+        description="sequences per step over every rank, split evenly (instead of batch_size): the same "
+        "global batch on any number of ranks",
+    )
     steps: int | None = Field(default=None, ge=1, le=10_000_000)
     data: DataKind | None = Field(default=None, description="random tokens or byte-level text (Python's sources)")
     seed: int = Field(default=0, ge=0, le=2**31 - 1)

@@ -15,7 +15,7 @@ import signal
 import statistics
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -40,6 +40,7 @@ from fleetbench.train.decoder import Decoder, param_counts
 from fleetbench.train.display import StepDisplay
 from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
 from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
+from fleetbench.train.knobs import BuildMeter, StepProbe, compile_report, probe_step
 from fleetbench.train.launch import report_run_id
 from fleetbench.train.memory import (
     MemoryKnobs,
@@ -212,6 +213,10 @@ class Trainer:
         self._memory_deltas = (0, 0)  # allocator retries and OOMs since the previous log row
         self.profiler: StepProfiler | None = None  # set by run() once the start step is known
         self.dtypes_seen: dict[str, dict[str, Any]] = {}  # set by run(): what the first forward's layers received
+        self.build = BuildMeter(self.cfg.meta_init)  # what building the model cost this rank
+        self.probe_at: int | None = None  # the step whose memory and FLOPs `summary.knobs` reports
+        self.probe: dict[str, Any] | None = None
+        self.compiled: dict[str, Any] | None = None  # dynamo's counters after the loop, with compile
 
     # --- helpers -----------------------------------------------------------------------------
     def oom_error(self, exc: BaseException, where: str, metrics: MetricRecorder) -> UserError:
@@ -240,8 +245,9 @@ class Trainer:
         cfg, plan, metrics = self.cfg, self.plan, run.metrics
         cap = apply_memory_cap(cfg.max_memory_gb, self.device.torch_device)
         mesh = build_mesh(cfg, self.env, self.device) if cfg.fsdp else None
-        with self.out_of_memory_as_user_error("while building the model", metrics):
+        with self.out_of_memory_as_user_error("while building the model", metrics), self.build.measure():
             model = build_model(cfg, plan, mesh, self.device)
+        self.build.built(model)
         self.dtypes_seen = watch_dtypes(model, cfg.compile).seen
         optimizer = build_optimizer(model, plan.lr, cfg.weight_decay)
         data = TokenBatches(
@@ -291,7 +297,9 @@ class Trainer:
             self.note(
                 f"train.profile_steps={first}:{last}: done before this attempt's step {start_step + 1}; not profiled"
             )
+        self.probe_at = probe_step(start_step, plan.steps, window is not None)
         totals = self.loop(run, parts, start_step, peak)
+        self.compiled = compile_report(model) if cfg.compile else None
         saved_at_end = bool(cfg.checkpoint_every) and plan.steps % cfg.checkpoint_every == 0
         if cfg.checkpoint_final and not saved_at_end and start_step < plan.steps:
             self.save(parts, plan.steps, totals, metrics)
@@ -377,11 +385,15 @@ class Trainer:
                     steps_done = step + 1
                     started = time.perf_counter()
                     log_now = steps_done % cfg.log_every == 0 or steps_done == plan.steps
+                    probe = self.step_probe(steps_done)
                     with self.out_of_memory_as_user_error(f"in step {steps_done}", metrics):
-                        loss, norm, data_s = self.train_step(parts, step, log_now)
+                        loss, norm, data_s = self.train_step(parts, step, log_now, probe)
                     if log_now:
                         self.device.synchronize()
-                    interval.add(time.perf_counter() - started, data_s, profiler.slows(steps_done))
+                    if probe is not None:
+                        self.probe = probe.summary(steps_done)
+                    slowed = profiler.slows(steps_done) or probe is not None
+                    interval.add(time.perf_counter() - started, data_s, slowed)
                     console_started = time.perf_counter()
                     display.step(steps_done)
                     totals.console_s += time.perf_counter() - console_started
@@ -410,16 +422,37 @@ class Trainer:
                 history.close()
         return totals
 
-    def train_step(self, parts: Parts, step: int, log_now: bool) -> tuple[torch.Tensor, torch.Tensor | None, float]:
-        """One optimiser step; returns the local loss, the grad norm (when clipping or logging), data time."""
+    @staticmethod
+    def loss(model: Decoder, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """The forward and its cross-entropy (in fp32) over every token."""
+        logits = model(inputs)
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+
+    def step_probe(self, steps_done: int) -> StepProbe | None:
+        """The probe that measures step `steps_done`, when it is the probe step (`train/knobs.py`)."""
+        if steps_done != self.probe_at:
+            return None
+        return StepProbe(self.device.torch_device)
+
+    def train_step(
+        self, parts: Parts, step: int, log_now: bool, probe: StepProbe | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+        """One optimiser step; returns the local loss, the grad norm (when clipping or logging), data time.
+
+        With a `probe`, forward and backward are measured (`train/knobs.py`); what they compute is the same.
+        """
         model, optimizer = parts.model, parts.optimizer
         started = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(self.plan, step)
         inputs, targets = parts.data.batch(step)
         data_s = time.perf_counter() - started
-        logits = model(inputs)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))
+        if probe is not None:
+            probe.count_flops(model, lambda: self.loss(model, inputs, targets))
+        with probe.forward() if probe is not None else nullcontext():
+            loss = self.loss(model, inputs, targets)
+        if probe is not None:
+            probe.forward_done(model)
         torch.autograd.backward(loss)  # what loss.backward() calls, with type annotations
         norm = grad_norm(model, self.cfg.grad_clip) if (self.cfg.grad_clip or log_now) else None
         optimizer.step()
@@ -564,6 +597,7 @@ class Trainer:
             }
         )
         run.summary.setdefault("resumed_from_step", None)
+        run.summary["knobs"] = self.knobs_summary()
         self.add_headline(run, totals, device_tokens_per_s, peak, memory)
         self.add_profile(run, totals)
         if self.rank != 0:
@@ -581,6 +615,19 @@ class Trainer:
             f"of step time"
         )
         self.console.print(summary_line, markup=False, highlight=False, soft_wrap=True)
+
+    def knobs_summary(self) -> dict[str, Any]:
+        """`summary.knobs`: each FSDP2 knob's setting and what it did, as this rank measured it (`train/knobs.py`)."""
+        cfg = self.cfg
+        return {
+            "activation_checkpointing": cfg.activation_checkpointing,
+            "reshard_after_forward": cfg.reshard_after_forward,
+            "compile": cfg.compile,
+            "meta_init": cfg.meta_init,
+            "build": self.build.summary(),
+            "probe": self.probe,
+            "compiled": self.compiled,
+        }
 
     def add_profile(self, run: BenchmarkRun, totals: Totals) -> None:
         """The profiled steps in the summary (and whether the throughput left them out), the traces as artifacts."""

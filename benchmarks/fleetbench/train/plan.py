@@ -13,7 +13,15 @@ from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
 from fleetbench.train.defaults import choose_preset
 
-__all__ = ["ModelShape", "TrainPlan", "check_launch", "check_plan", "check_profile_device", "resolve_plan"]
+__all__ = [
+    "ModelShape",
+    "TrainPlan",
+    "check_launch",
+    "check_plan",
+    "check_profile_device",
+    "rank_batch",
+    "resolve_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,27 @@ def _pick(value: int | None, default: int) -> int:
     return default if value is None else value
 
 
+def rank_batch(cfg: TrainConfig, preset_batch: int, world_size: int) -> int:
+    """Sequences per rank: `train.batch_size`, or `train.global_batch_size` split over the ranks, or the preset's.
+
+    Raises UserError when both are set, or when the global batch does not split evenly.
+    """
+    total = cfg.global_batch_size
+    if total is None:
+        return _pick(cfg.batch_size, preset_batch)
+    if cfg.batch_size is not None:
+        raise UserError(
+            f"train.batch_size={cfg.batch_size} (per rank) and train.global_batch_size={total} (over every "
+            "rank) are both set; accepted: one of them"
+        )
+    if total % world_size:
+        raise UserError(
+            f"train.global_batch_size={total} does not split evenly over {world_size} ranks; accepted: a "
+            f"multiple of {world_size}"
+        )
+    return total // world_size
+
+
 def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = None) -> TrainPlan:
     """The preset with the config's own values over it, checked for `world_size` ranks (UserError if not).
 
@@ -82,7 +111,7 @@ def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = 
         preset=choice.name,
         shape=shape,
         seq_len=_pick(cfg.seq_len, preset.seq_len),
-        batch_size=_pick(cfg.batch_size, preset.batch_size),
+        batch_size=rank_batch(cfg, preset.batch_size, world_size),
         steps=_pick(cfg.steps, preset.steps),
         data=data,
         lr=preset.lr if cfg.lr is None else cfg.lr,
