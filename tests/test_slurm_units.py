@@ -16,7 +16,7 @@ from conftest import REPO, run_cli
 from fleetbench.errors import UserError
 from fleetbench.slurm import exporter, queries
 from fleetbench.slurm.controller import Controller, ssh_command
-from fleetbench.slurm.follow import failing_nodes, job_id_of
+from fleetbench.slurm.follow import TAIL_LINES, failing_nodes, job_id_of, log_tail
 from fleetbench.slurm.script import JobRequest, render
 from fleetbench.slurm.submit import check_capacity
 
@@ -137,6 +137,20 @@ def test_the_first_failing_task_is_named_not_those_slurm_ended_after_it() -> Non
     job = queries.parse_squeue_json(json.dumps(SQUEUE_JSON), 7)
     assert job is not None
     assert failing_nodes(Controller("unused", ("false",)), job, FAILED_BATCH) == {"node3": "Exited with exit code 137"}
+
+
+def test_a_log_tail_leaves_out_native_stack_frames() -> None:
+    log = "\n".join(
+        [*(f"Step {i}/50 | Loss 2.5" for i in range(1, 31)), "RuntimeError: Connection closed by peer"]
+        + [f"frame #{i}: <unknown function> + 0x3d2825 (0x7f in libtorch_python.so)" for i in range(20)]
+        + ["<omitting python frames>", "fleetbench: error: rendezvous at 127.0.0.1:1 failed"]
+    )
+    tail = log_tail(log).splitlines()
+    assert len(tail) == TAIL_LINES and not any(line.startswith("frame #") for line in tail)
+    assert tail[-2:] == [
+        "RuntimeError: Connection closed by peer",
+        "fleetbench: error: rendezvous at 127.0.0.1:1 failed",
+    ]
 
 
 def test_the_exporter_counts_states_and_keeps_zero_series() -> None:

@@ -27,6 +27,8 @@ SRUN_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
 # Exit statuses of the tasks Slurm itself ended after another task or node failed (SIGTERM, SIGKILL).
 ENDED_BY_SLURM = ("exit code 143", "exit code 137", "Killed", "Terminated")
 TAIL_LINES = 15
+# Native stack frames of a C++ exception (torch's): the lines around them say more in a log tail.
+NATIVE_FRAME = re.compile(r"^(frame #\d+: |<omitting python frames>)")
 
 
 @dataclass
@@ -163,13 +165,19 @@ def failing_nodes(controller: Controller, job: queries.JobInfo, batch: str) -> d
     return first | {node: why for node, why in tasks.items() if not why.endswith(ENDED_BY_SLURM)}
 
 
+def log_tail(text: str) -> str:
+    """The last TAIL_LINES lines of a node's log, native stack frames left out."""
+    lines = [line for line in text.splitlines() if not NATIVE_FRAME.match(line)]
+    return "\n".join(lines[-TAIL_LINES:])
+
+
 def explain(controller: Controller, job: queries.JobInfo, results_dir: str) -> Failure:
     """Why `job` did not complete: its failing nodes (`failing_nodes`) with the last lines of their
     logs, and the last lines of the batch output."""
     batch = _tail(controller, batch_output(results_dir, job.job_id), lines=500)
     failing = failing_nodes(controller, job, batch)
     folder = f"{results_dir}/{queries.run_id_of(job.job_id)}/slurm"
-    tails = {node: _tail(controller, f"{folder}/{node}.log") for node in failing}
+    tails = {node: log_tail(_tail(controller, f"{folder}/{node}.log", lines=500)) for node in failing}
     if batch:
         tails["batch"] = "\n".join(batch.splitlines()[-TAIL_LINES:])
     return Failure(job, failing, {k: v for k, v in tails.items() if v})
