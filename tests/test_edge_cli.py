@@ -109,7 +109,10 @@ BAD = {
     "unknown edge key": (["--set", "edge.kernel=silu"], "edge.kernel: unknown key; accepted: adapter, backend"),
     "cpu that does not exist": (["--cpu-affinity", "4096"], "edge.cpu_affinity: CPU 4096 does not exist"),
     "cpu list that is not numbers": (["--cpu-affinity", "big"], "--cpu-affinity 'big' is not accepted"),
-    "missing .pte": (["--pte", "{tmp}/none.pte"], "none.pte not found; accepted: a program written by `fleetbench edge export`"),
+    "missing .pte": (
+        ["--pte", "{tmp}/none.pte"],
+        "none.pte not found; accepted: a program written by `fleetbench edge export`",
+    ),
     "tries out of order": (
         ["--set", "edge.min_tries=9", "--set", "edge.max_tries=2"],
         "min_tries=9 exceeds max_tries=2",

@@ -89,9 +89,7 @@ def test_every_csv_reads(path: Path) -> None:
     report = read_report(path)
     assert report.kernels
     # a duration, or the SM cycles and clock it is derived from (narrow --metrics captures)
-    assert all(
-        "gpu__time_duration.sum" in k.metrics or "sm__cycles_elapsed.avg" in k.metrics for k in report.kernels
-    )
+    assert all("gpu__time_duration.sum" in k.metrics or "sm__cycles_elapsed.avg" in k.metrics for k in report.kernels)
 
 
 def test_details_csv_values_thousands_separators_and_preamble() -> None:
