@@ -125,14 +125,15 @@ def handle_rank(config: FleetbenchConfig, console: Console) -> int:
     """One rank under torchrun: its one-line error goes where the launcher reads it, and is printed
     here only when torchrun was started by hand (the launcher prints it once for every rank)."""
     from fleetbench.train import run as train_job
-    from fleetbench.train.launch import ERROR_DIR_ENV, write_worker_error
+    from fleetbench.envvars import TRAIN_ERROR_DIR_ENV
+    from fleetbench.train.launch import write_worker_error
     from fleetbench.train.loop import Terminated
 
     try:
         train_job.run(config, console)
     except UserError as exc:
         write_worker_error(exc, exc.exit_code)
-        if os.environ.get(ERROR_DIR_ENV):
+        if os.environ.get(TRAIN_ERROR_DIR_ENV):
             return exc.exit_code
         raise
     except Terminated:
