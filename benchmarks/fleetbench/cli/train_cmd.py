@@ -124,8 +124,8 @@ def show_rank_breakdown(console: Console, folder: Path) -> None:
 def handle_rank(config: FleetbenchConfig, console: Console) -> int:
     """One rank under torchrun: its one-line error goes where the launcher reads it, and is printed
     here only when torchrun was started by hand (the launcher prints it once for every rank)."""
-    from fleetbench.train import run as train_job
     from fleetbench.envvars import TRAIN_ERROR_DIR_ENV
+    from fleetbench.train import run as train_job
     from fleetbench.train.launch import write_worker_error
     from fleetbench.train.loop import Terminated
 
