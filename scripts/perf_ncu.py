@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import platform
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
+from perf_trace import cpu_model, interleaved
 from rich.console import Console
 from rich.table import Table
 
@@ -61,31 +61,17 @@ def bare() -> list[str]:
     return [sys.executable, "-c", BARE_READ, str(REPORT)]
 
 
-def timed(command: list[str]) -> float:
-    started = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - started
+def process(command: list[str]) -> Callable[[], None]:
+    """A whole process as one timed unit: start, run, exit."""
+
+    def run() -> None:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    return run
 
 
 def fastest(variants: dict[str, list[str]], rounds: int) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in variants}
-    for command in variants.values():  # warm up: byte-code caches, the page cache
-        timed(command)
-    for index in range(rounds):
-        order = list(variants.items()) if index % 2 == 0 else list(reversed(variants.items()))
-        for name, command in order:
-            times[name].append(timed(command))
-    return {name: min(values) for name, values in times.items()}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return interleaved({name: process(command) for name, command in variants.items()}, rounds, pick=min)
 
 
 def main() -> int:

@@ -64,7 +64,10 @@ def timed(fn: Callable[[], None]) -> float:
     return time.perf_counter() - started
 
 
-def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
+def interleaved(
+    variants: dict[str, Callable[[], None]], rounds: int, pick: Callable[[list[float]], float] = statistics.median
+) -> dict[str, float]:
+    """Time each variant `rounds` times, alternating their order every round; `pick` of each one's times."""
     times: dict[str, list[float]] = {name: [] for name in variants}
     for fn in variants.values():  # warm up: imports, caches
         fn()
@@ -72,7 +75,7 @@ def interleaved(variants: dict[str, Callable[[], None]], rounds: int) -> dict[st
         order = list(variants.items()) if index % 2 == 0 else list(reversed(variants.items()))
         for name, fn in order:
             times[name].append(timed(fn))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: pick(values) for name, values in times.items()}
 
 
 def cpu_model() -> str:
