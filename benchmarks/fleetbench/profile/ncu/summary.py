@@ -375,36 +375,22 @@ def _total(kernels: list[KernelSummary], attr: str) -> float | None:
 
 
 def _group(key: str, members: list[KernelSummary], thresholds: Thresholds | None) -> KernelGroup:
-    """One kernel's launches: figures over the measured ones, classified again on the weighted SOL."""
+    """One kernel's launches: figures over the measured ones, classified again on the weighted SOL.
+
+    A kernel none of whose launches was measured keeps their not_measured verdict and no figures.
+    """
     measured = [k for k in members if k.cls != "not_measured"]
     first = members[0]
-    if not measured:
-        return KernelGroup(
-            label=key,
-            short=first.short,
-            name=first.name,
-            device=first.device,
-            launches=len(members),
-            duration_s=None,
-            compute_sol=None,
-            memory_sol=None,
-            dram_sol=None,
-            flops=None,
-            flop_per_second=None,
-            dram_bytes=None,
-            arithmetic_intensity=None,
-            cls=first.cls,
-            reason=first.reason,
-            fix=first.fix,
-            not_measured=len(members),
-        )
-    duration = _total(measured, "duration_s")
-    flops, dram_bytes = _total(measured, "flops"), _total(measured, "dram_bytes")
+    duration = _total(measured, "duration_s") if measured else None
+    flops = _total(measured, "flops") if measured else None
+    dram_bytes = _total(measured, "dram_bytes") if measured else None
     compute, memory = _weighted(measured, "compute_sol"), _weighted(measured, "memory_sol")
     dram = _weighted(measured, "dram_sol")
     derived = sorted({figure for k in measured for figure in k.derived})
-    verdict = _verdict({}, (compute, memory, dram), derived, thresholds)
-    rules = [rule for k in measured for rule in k.rules]
+    if measured:
+        verdict = _verdict({}, (compute, memory, dram), derived, thresholds)
+    else:
+        verdict = Classification(first.cls, first.reason, first.fix)
     return KernelGroup(
         label=key,
         short=first.short,
@@ -423,10 +409,10 @@ def _group(key: str, members: list[KernelSummary], thresholds: Thresholds | None
         reason=verdict.reason,
         fix=verdict.fix,
         not_measured=len(members) - len(measured),
-        tensor_flops=_total(measured, "tensor_flops"),
+        tensor_flops=_total(measured, "tensor_flops") if measured else None,
         tensor_uncounted=next((k.tensor_uncounted for k in measured if k.tensor_uncounted), None),
         derived=derived,
-        disagreement=disagreement(verdict.cls, rules),
+        disagreement=disagreement(verdict.cls, [rule for k in measured for rule in k.rules]),
     )
 
 
