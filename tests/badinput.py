@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -98,3 +99,24 @@ def check(case: BadInput, tmp: Path, home: Path) -> subprocess.CompletedProcess[
     allowed = {k for k in changed if any(k == p or k.startswith(p.rstrip("/") + "/") for p in case.may_change)}
     assert changed == allowed, f"{case.id}: the command wrote {sorted(changed - allowed)}"
     return result
+
+
+def record_line(run_id: str) -> str:
+    """One valid line of a run's records.jsonl: the smallest run folder the commands accept."""
+    from fleetbench.results.record import ResultRecord
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    record = ResultRecord(
+        run_id=run_id,
+        benchmark="probe",
+        host="h",
+        device="cpu",
+        backend="cpu",
+        status="ok",
+        start=start,
+        end=start,
+        duration_s=1.0,
+        git_revision="unknown",
+        packages={},
+    )
+    return record.model_dump_json() + "\n"

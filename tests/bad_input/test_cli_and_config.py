@@ -9,32 +9,14 @@ does not know adds a warning line before the error (tests/test_cli_safety_net.py
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from badinput import BadInput, check
+from badinput import BadInput, check, record_line
 from fleetbench.config.schema import FleetbenchConfig
-from fleetbench.results.record import ResultRecord
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
-RECORD = (
-    ResultRecord(
-        run_id="good",
-        benchmark="probe",
-        host="h",
-        device="cpu",
-        backend="cpu",
-        status="ok",
-        start=START,
-        end=START,
-        duration_s=1.0,
-        git_revision="unknown",
-        packages={},
-    ).model_dump_json()
-    + "\n"
-)
+RECORD = record_line("good")
 SECTIONS = ", ".join(sorted(FleetbenchConfig.model_fields))
 ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8)

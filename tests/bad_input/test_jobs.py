@@ -20,31 +20,13 @@ import random
 import stat
 import tempfile
 from collections.abc import Callable
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from badinput import BadInput, check
-from fleetbench.results.record import ResultRecord
+from badinput import BadInput, check, record_line
 
-START = datetime(2026, 1, 1, tzinfo=UTC)
-RECORD = (
-    ResultRecord(
-        run_id="r1",
-        benchmark="probe",
-        host="h",
-        device="cpu",
-        backend="cpu",
-        status="ok",
-        start=START,
-        end=START,
-        duration_s=1.0,
-        git_revision="unknown",
-        packages={},
-    ).model_dump_json()
-    + "\n"
-)
+RECORD = record_line("r1")
 RUN: dict[str, str | bytes] = {"results/r1/records.jsonl": RECORD}  # a run folder `report` accepts
 QUIET = ("--log-level", "warning")  # leaves out the info lines (and a profiled program's traceback)
 NOT_CAPTURED = "the profile capture did not happen and no run was recorded"
