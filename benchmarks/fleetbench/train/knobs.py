@@ -20,9 +20,8 @@ Each figure comes from the run, not from a model of it:
     allocated when it started: on the CPU the C heap's bytes in use (glibc's `mallinfo2`, where
     torch's CPU allocator takes its memory), on CUDA `torch.cuda.memory_allocated`.
   * `unsharded_param_bytes_held`: the bytes of the parameters FSDP2 keeps unsharded between forward
-    and backward (registered as plain tensors instead of DTensor shards): every parameter with
-    `reshard_after_forward=false`; with true only the last block's and the root's, which the
-    backward needs first (`parallel.build_model`).
+    and backward (registered as plain tensors instead of DTensor shards): every block's with
+    `reshard_after_forward=false`, none with true.
   * FLOPs (`torch.utils.flop_counter.FlopCounterMode`) of the forward, of forward plus backward,
     and of the blocks' forward: activation checkpointing adds its recompute to the backward. They
     are counted on a forward and backward of the step's batch run just before the step, whose

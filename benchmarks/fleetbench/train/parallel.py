@@ -244,10 +244,7 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     """Decoder on `device`, every block its own fully_shard group, then the root; weights initialised.
 
     With meta_init the model is created on the meta device, sharded, then `to_empty` allocates only
-    each rank's shards, so no rank ever holds the unsharded model. `reshard_after_forward` reshards
-    every block but the last after its forward: the last block and the root (embedding and output
-    head) are the first the backward needs, so FSDP2 would all-gather them straight back (torchtitan's
-    default; two collectives fewer per step, and no higher peak, which comes as the backward starts).
+    each rank's shards, so no rank ever holds the unsharded model.
     """
     policy_dtypes = precision(cfg, device)
     dtype = compute_dtype(cfg, device)
@@ -266,11 +263,9 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
             param_dtype=dtype if dtype != torch.float32 else None,
             reduce_dtype=getattr(torch, policy_dtypes.reduce_dtype),
         )
-        blocks = model.blocks()
-        for index, block in enumerate(blocks):
-            reshard = cfg.reshard_after_forward and index < len(blocks) - 1
-            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
-        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=False)
+        for block in model.blocks():
+            fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.reshard_after_forward)
+        fully_shard(model, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.reshard_after_forward)
     if cfg.meta_init:
         model.to_empty(device=device.torch_device)
         init_weights(model, cfg.seed)
