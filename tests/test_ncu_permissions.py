@@ -2,16 +2,13 @@
 
 The files are real files in a temporary folder, written as the driver writes /proc/driver/nvidia/params
 (one `Name: value` line per parameter). The unreadable file is mode 000; root reads any file, so as root
-that case reads it in a child process that drops to the `nobody` user first (setpriv).
+that case reads it in a forked child that drops to the `nobody` user first.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -100,12 +97,34 @@ def test_a_value_that_is_not_a_number_is_unknown(tmp_path: Path) -> None:
     assert "'yes'" in found.explanation
 
 
-READ_AS_NOBODY = """
-import json, sys
-from pathlib import Path
-from fleetbench.profile.ncu.permissions import read_counter_permissions
-print(read_counter_permissions(Path(sys.argv[1])).to_json())
-"""
+def read_as_nobody(path: Path) -> dict[str, object]:
+    """What `read_counter_permissions` finds when the `nobody` user reads `path`.
+
+    A forked child drops to uid/gid 65534 and reports back through a pipe. It needs nothing from
+    disk after the fork, so it works wherever the checkout and its virtual environment live
+    (a 0700 clone folder that `nobody` could not enter included).
+    """
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the forked child
+        status = 1
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            with os.fdopen(write_end, "w") as out:
+                out.write(read_counter_permissions(path).to_json())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end) as answer:
+        text = answer.read()
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    found: dict[str, object] = json.loads(text)
+    return found
 
 
 def test_an_unreadable_file_is_unknown(tmp_path: Path) -> None:
@@ -114,23 +133,13 @@ def test_an_unreadable_file_is_unknown(tmp_path: Path) -> None:
         path.chmod(0)
         found = read_counter_permissions(path).to_dict()
     else:
-        if shutil.which("setpriv") is None:
-            pytest.skip("root reads a file whatever its mode, and setpriv (util-linux) is not here to drop to nobody")
-        # pytest's folders are 0700: the mode-000 file goes in a folder of its own that `nobody` may enter.
+        # Root reads a file whatever its mode: the mode-000 file is read as `nobody`, in a folder of
+        # its own that `nobody` may enter (pytest's folders are 0700).
         with tempfile.TemporaryDirectory(prefix="fleetbench-params-") as folder:
             Path(folder).chmod(0o755)
             path = params_file(Path(folder), "0")
             path.chmod(0)
-            as_nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups"]
-            child = subprocess.run(
-                [*as_nobody, sys.executable, "-c", READ_AS_NOBODY, str(path)],
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env={**os.environ, "HOME": "/"},
-            )
-        assert child.returncode == 0, child.stderr
-        found = json.loads(child.stdout)
+            found = read_as_nobody(path)
     assert found["state"] == "unknown"
     assert "cannot be read (Permission denied)" in str(found["explanation"])
     assert found["ncu_container"] == {"root": True, "capabilities": ["SYS_ADMIN"]}
