@@ -67,7 +67,7 @@ from fleetbench.train.parallel import (
 )
 from fleetbench.train.plan import TrainPlan, check_launch, check_profile_device, resolve_plan
 from fleetbench.train.plots import plot_history
-from fleetbench.train.profiling import ProfileWindow, StepProfiler
+from fleetbench.train.profiling import CpuTimes, ProfileWindow, StepProfiler, sched_sample
 
 BENCHMARK = "train"
 
@@ -92,9 +92,11 @@ class Interval:
     step_times_s: list[float] = field(default_factory=list)  # of the steps not excluded
     excluded_steps: int = 0  # steps the profiler slowed: in the row, not in the run's throughput
     excluded_wall_s: float = 0.0
+    cpu: CpuTimes = field(default_factory=CpuTimes)  # of the steps not excluded
 
-    def add(self, wall_s: float, data_s: float, excluded: bool = False) -> None:
-        """Count one step that took `wall_s`, `data_s` of it producing the batch; `excluded`: profiled."""
+    def add(self, wall_s: float, data_s: float, excluded: bool = False, cpu: CpuTimes | None = None) -> None:
+        """Count one step that took `wall_s`, `data_s` of it producing the batch; `excluded`: profiled or
+        probed; `cpu`: the step's time as the scheduler saw it."""
         self.steps += 1
         self.wall_s += wall_s
         self.data_s += data_s
@@ -103,6 +105,8 @@ class Interval:
             self.excluded_wall_s += wall_s
         else:
             self.step_times_s.append(wall_s)
+            if cpu is not None:
+                self.cpu.add(cpu)
 
 
 @dataclass
@@ -115,6 +119,7 @@ class Totals:
     steady_wall_s: float = 0.0
     steady_step_times_s: list[float] = field(default_factory=list)  # the samples behind the headline
     excluded_steps: int = 0  # steps the profiler slowed (warm-up and recorded)
+    steady_cpu: CpuTimes = field(default_factory=CpuTimes)  # the steady steps' time, as the scheduler saw it
     telemetry_s: float = 0.0
     console_s: float = 0.0
     checkpoint_s: float = 0.0
@@ -129,6 +134,7 @@ class Totals:
             self.steady_steps += interval.steps - interval.excluded_steps
             self.steady_wall_s += interval.wall_s - interval.excluded_wall_s
             self.steady_step_times_s += interval.step_times_s
+            self.steady_cpu.add(interval.cpu)
         self.excluded_steps += interval.excluded_steps
         self.steps += interval.steps
         self.wall_s += interval.wall_s + logging_s
@@ -386,6 +392,7 @@ class Trainer:
                     started = time.perf_counter()
                     log_now = steps_done % cfg.log_every == 0 or steps_done == plan.steps
                     probe = self.step_probe(steps_done)
+                    before = sched_sample()
                     with self.out_of_memory_as_user_error(f"in step {steps_done}", metrics):
                         loss, norm, data_s = self.train_step(parts, step, log_now, probe)
                     if log_now:
@@ -393,7 +400,8 @@ class Trainer:
                     if probe is not None:
                         self.probe = probe.summary(steps_done)
                     slowed = profiler.slows(steps_done) or probe is not None
-                    interval.add(time.perf_counter() - started, data_s, slowed)
+                    cpu = CpuTimes.between(before, sched_sample())
+                    interval.add(time.perf_counter() - started, data_s, slowed, cpu)
                     console_started = time.perf_counter()
                     display.step(steps_done)
                     totals.console_s += time.perf_counter() - console_started
@@ -588,6 +596,7 @@ class Trainer:
                 "peak_memory_bytes": memory.headline,
                 "peak_reserved_bytes": memory.peak_reserved,
                 "peak_rss_bytes": memory.peak_rss,
+                "cpu_time": totals.steady_cpu.summary(),
                 "telemetry_overhead_ratio": totals.telemetry_s / totals.wall_s if totals.wall_s else None,
                 "console_overhead_ratio": totals.console_s / totals.wall_s if totals.wall_s else None,
                 "checkpoints_written": totals.checkpoints,

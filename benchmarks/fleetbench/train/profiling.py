@@ -20,6 +20,8 @@ of the run's tokens/s, MFU and step-time samples (`ProfileWindow.excluded`).
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +34,16 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from fleetbench.devices import DeviceInfo
 
-__all__ = ["MEMORY_HISTORY_ENTRIES", "PROFILE_DIR", "ProfileWindow", "StepProfiler", "trace_name"]
+__all__ = [
+    "MEMORY_HISTORY_ENTRIES",
+    "PROFILE_DIR",
+    "CpuTimes",
+    "ProfileWindow",
+    "SchedSample",
+    "StepProfiler",
+    "sched_sample",
+    "trace_name",
+]
 
 log = logging.getLogger(__name__)
 
@@ -217,4 +228,98 @@ class StepProfiler:
             "excluded_from_throughput": excluded_from_throughput,
             "profile_files": [str(path.relative_to(run_dir)) for path in self.files],
             "profile_export_seconds": self.export_s,
+        }
+
+
+# --- where a step's time goes, as the kernel's scheduler saw it ----------------------------------------
+@dataclass(frozen=True)
+class SchedSample:
+    """A moment of this process: the wall clock and, from /proc/self/task/*/schedstat, the nanoseconds its
+    threads have run on a CPU and waited runnable for one (the calling thread's apart)."""
+
+    wall_s: float
+    main_on_cpu_ns: int
+    main_waiting_ns: int
+    threads_on_cpu_ns: int
+    threads_waiting_ns: int
+
+
+def _schedstat(path: str) -> tuple[int, int] | None:
+    try:
+        with open(path, encoding="ascii") as stream:
+            on_cpu, waiting, _slices = stream.read().split()
+    except (OSError, ValueError):
+        return None
+    return int(on_cpu), int(waiting)
+
+
+def sched_sample() -> SchedSample | None:
+    """Now, for this process; None where the kernel keeps no schedstat (not Linux, or no CONFIG_SCHED_INFO)."""
+    main = _schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")
+    if main is None:
+        return None
+    on_cpu = waiting = 0
+    for task in os.listdir("/proc/self/task"):
+        times = _schedstat(f"/proc/self/task/{task}/schedstat")
+        if times is not None:
+            on_cpu, waiting = on_cpu + times[0], waiting + times[1]
+    return SchedSample(time.perf_counter(), main[0], main[1], on_cpu, waiting)
+
+
+@dataclass
+class CpuTimes:
+    """Steps' wall time split by the scheduler: the training thread on a CPU (compute, and the host side of
+    collectives), runnable but waiting for a CPU (other threads and processes had them), or blocked (asleep:
+    waiting for a collective's data, that is for the other ranks); and all of the process's threads
+    (gloo's own included) on a CPU and waiting for one."""
+
+    steps: int = 0
+    wall_s: float = 0.0
+    main_on_cpu_s: float = 0.0
+    main_waiting_s: float = 0.0
+    threads_on_cpu_s: float = 0.0
+    threads_waiting_s: float = 0.0
+
+    @classmethod
+    def between(cls, before: SchedSample | None, after: SchedSample | None) -> CpuTimes:
+        """One step: what happened between two samples (nothing where there are none)."""
+        if before is None or after is None:
+            return cls()
+        return cls(
+            1,
+            after.wall_s - before.wall_s,
+            (after.main_on_cpu_ns - before.main_on_cpu_ns) / 1e9,
+            (after.main_waiting_ns - before.main_waiting_ns) / 1e9,
+            (after.threads_on_cpu_ns - before.threads_on_cpu_ns) / 1e9,
+            (after.threads_waiting_ns - before.threads_waiting_ns) / 1e9,
+        )
+
+    def add(self, other: CpuTimes) -> None:
+        """Add another step's (or steps') times."""
+        self.steps += other.steps
+        self.wall_s += other.wall_s
+        self.main_on_cpu_s += other.main_on_cpu_s
+        self.main_waiting_s += other.main_waiting_s
+        self.threads_on_cpu_s += other.threads_on_cpu_s
+        self.threads_waiting_s += other.threads_waiting_s
+
+    def summary(self) -> dict[str, Any] | None:
+        """Per step (means) and as shares of the wall time; None without samples."""
+        if not self.steps or self.wall_s <= 0:
+            return None
+        n, wall = self.steps, self.wall_s
+        blocked = max(0.0, wall - self.main_on_cpu_s - self.main_waiting_s)
+        return {
+            "steps": n,
+            "step_s": wall / n,
+            "on_cpu_s": self.main_on_cpu_s / n,
+            "waiting_for_cpu_s": self.main_waiting_s / n,
+            "blocked_s": blocked / n,
+            "on_cpu_share": self.main_on_cpu_s / wall,
+            "waiting_for_cpu_share": self.main_waiting_s / wall,
+            "blocked_share": blocked / wall,
+            "all_threads_on_cpu_s": self.threads_on_cpu_s / n,
+            "all_threads_waiting_for_cpu_s": self.threads_waiting_s / n,
+            "how": "/proc/self/task/*/schedstat around each steady step: the training thread's time on a CPU, "
+            "runnable without one, and the rest (blocked: waiting for collectives); all threads beside",
         }
