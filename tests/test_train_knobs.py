@@ -95,8 +95,10 @@ def test_no_reshard_after_forward_holds_the_unsharded_parameters(
     assert kept["unsharded_param_bytes_held"] == unsharded
     # The heap confirms it: the same step holds the unsharded parameters on top of the shards, which
     # stay allocated (FSDP2 all-gathers into separate buffers): + unsharded, not + (unsharded - shard).
+    # gloo's and the telemetry push's threads share the heap: measured +112 bytes to -245 KB off.
     extra = kept["held_after_forward_bytes"] - default["held_after_forward_bytes"]
-    assert extra == pytest.approx(unsharded, rel=0.01)
+    assert extra == pytest.approx(unsharded, rel=0.15)
+    assert abs(extra - unsharded) < abs(extra - (unsharded - shard))
     assert kept["saved_for_backward_bytes"] == default["saved_for_backward_bytes"]
 
 
