@@ -117,7 +117,7 @@ PRESET_VALUES = {
         "ffn_dim": 512,
         "vocab_size": 256,
         "seq_len": 128,
-        "batch_size": 8,
+        "batch_size": 16,
         "steps": 100,
         "data": "text",
         "lr": 2e-3,

@@ -32,7 +32,7 @@ def fail_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], stat
         (["--preset", "huge"], "train.preset: Input should be 'tiny', 'small', 'seed' or '1b' (got 'huge')"),
         (["--set", "train.batch_size=0"], "train.batch_size: Input should be greater than or equal to 1"),
         (["--set", "train.seq_len=1"], "train.seq_len: Input should be greater than or equal to 2"),
-        (["--set", "train.seq_len=100000"], "train.batch_size=8 x train.seq_len=100000 cannot work here"),
+        (["--set", "train.seq_len=100000"], "train.batch_size=16 x train.seq_len=100000 cannot work here"),
         (["--preset", "1b", "--device", "cpu"], "cannot work here: one rank needs at least"),
         (["--set", "train.heads=5"], "train.heads=5 does not divide train.dim=128"),
         (["--set", "train.batch_size=two"], "train.batch_size: Input should be a valid integer"),

@@ -14,9 +14,12 @@ from typing import Any
 import pytest
 import torch
 
+from fleetbench.config.train import PRESETS
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
 from fleetbench.train.history import read_history
+
+TINY = PRESETS["tiny"]
 
 # On gloo a collective is CPU ops: the c10d op FSDP2 calls and gloo's own.
 COLLECTIVE_OPS = ("c10d::_allgather_base_", "c10d::_reduce_scatter_base_", "gloo:all_gather", "gloo:all_reduce")
@@ -110,7 +113,7 @@ def test_profiled_steps_are_excluded_from_the_throughput(profiled_run: Path, ran
     if rank == 0:  # rank 0's own step times are the history's
         assert samples == pytest.approx([rows[5], rows[6]])
     assert len(samples) == 2
-    tokens_per_step = 2 * 8 * 128
+    tokens_per_step = 2 * TINY.batch_size * TINY.seq_len  # 2 ranks
     assert summary["tokens_per_s"] == pytest.approx(tokens_per_step * 2 / sum(samples), rel=1e-6)
 
 
