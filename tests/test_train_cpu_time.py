@@ -65,8 +65,14 @@ def test_other_threads_count_in_all_threads_not_in_the_training_thread() -> None
         release.wait()
 
     threads = [threading.Thread(target=spin_then_stay) for _ in range(2)]
+
+    def start_them_and_wait() -> None:
+        for thread in threads:
+            thread.start()
+        spun.wait()
+
     try:
-        step = measured(lambda: ([thread.start() for thread in threads], spun.wait(), None)[-1])
+        step = measured(start_them_and_wait)
     finally:
         release.set()
         for thread in threads:
