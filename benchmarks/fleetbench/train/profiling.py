@@ -255,14 +255,21 @@ def _schedstat(path: str) -> tuple[int, int] | None:
 
 def sched_sample() -> SchedSample | None:
     """Now, for this process; None where the kernel keeps no schedstat (not Linux, or no CONFIG_SCHED_INFO)."""
-    main = _schedstat(f"/proc/self/task/{threading.get_native_id()}/schedstat")
-    if main is None:
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
         return None
+    this_thread = str(threading.get_native_id())
+    main = None
     on_cpu = waiting = 0
-    for task in os.listdir("/proc/self/task"):
+    for task in tasks:
         times = _schedstat(f"/proc/self/task/{task}/schedstat")
         if times is not None:
             on_cpu, waiting = on_cpu + times[0], waiting + times[1]
+            if task == this_thread:
+                main = times
+    if main is None:
+        return None
     return SchedSample(time.perf_counter(), main[0], main[1], on_cpu, waiting)
 
 
