@@ -13,7 +13,7 @@ RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test lint fmt pytest perf compare baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test test-data lint fmt pytest perf compare baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -45,6 +45,10 @@ fmt: setup ## rewrite benchmarks tests scripts: ruff's safe fixes (imports, upgr
 pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
 	@bash scripts/dockerd.sh || echo "no Docker engine could start: docker tests will skip"
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+TEST_DATA ?= $(FLEETBENCH_TEST_DATA)
+test-data: setup ## fetch the third-party test data (real profiler outputs) by commit into TEST_DATA=DIR, checked
+	@$(PY) scripts/test_data.py $(TEST_DATA)
 
 perf: setup ## performance ratios measured side by side in one run (not a test)
 	@$(PY) scripts/perf.py

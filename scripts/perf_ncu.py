@@ -2,7 +2,7 @@
 """Perf row of the Nsight Compute reader (`make perf`): `fleetbench ncu summarize` against a bare read.
 
 Both sides are whole processes, as a user starts them, on the 105-kernel report of the repository
-(tests/data/ncu-rep/a10_inference_105_kernels.ncu-rep):
+(ncu-rep/a10_inference_105_kernels.ncu-rep of the test data, $FLEETBENCH_TEST_DATA):
 
   ours  `python -m fleetbench ncu summarize REPORT`: start-up, the CLI, the config, reading every
         kernel, the summary with classes and fixes, and the printed tables
@@ -30,7 +30,10 @@ from perf_trace import cpu_model, interleaved
 from rich.console import Console
 from rich.table import Table
 
-REPORT = Path(__file__).resolve().parents[1] / "tests" / "data" / "ncu-rep" / "a10_inference_105_kernels.ncu-rep"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from testdata import get_test_data_dir, missing_reason
+
+REPORT = get_test_data_dir() / "ncu-rep" / "a10_inference_105_kernels.ncu-rep"
 ROUNDS = 7
 TARGET = 2.0
 console = Console()
@@ -81,6 +84,9 @@ def main() -> int:
     args = parser.parse_args()
     if importlib.util.find_spec("ncu_report") is None:
         console.print("perf_ncu: NVIDIA's ncu-report is not installed (the ncu extra): no ncu row")
+        return 0
+    if (reason := missing_reason()) is not None:
+        console.print(f"perf_ncu: no ncu row: {reason}")
         return 0
     label = f"ncu summarize / ncu-report bare read (target <= {TARGET:.0f})"
     console.print(f"measuring: {label} ...")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Perf row of the trace summary (`make perf`): ours against Holistic Trace Analysis, side by side.
 
-  1. The largest trace in the repository (HTA's nccl_parser_config/nccl_data.json.gz, 40 573
+  1. The largest trace of the test data (HTA's nccl_parser_config/nccl_data.json.gz, 40 573
      events): HTA's TraceAnalysis load, temporal breakdown and communication-computation overlap
      against our whole summary of the same file (breakdown, overlap, per-step breakdowns, top
      kernels and ops, launch gaps), both with the default window. Ratio HTA time / ours, target >= 2.
@@ -31,7 +31,11 @@ from rich.table import Table
 
 from fleetbench.profile.trace_summary import summarize_trace
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "hta"
+# The third-party traces come from the tests' data helper ($FLEETBENCH_TEST_DATA): one place says where.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from testdata import get_test_data_dir, missing_reason
+
+DATA = get_test_data_dir() / "hta"
 LARGEST = DATA / "nccl_parser_config" / "nccl_data.json.gz"
 RANKS = DATA / "trace_filter"
 ROUNDS = 5
@@ -97,6 +101,9 @@ def main() -> int:
         import hta  # noqa: F401
     except ImportError:
         console.print("perf_trace: HolisticTraceAnalysis is not installed (the dev extra): no trace row")
+        return 0
+    if (reason := missing_reason()) is not None:
+        console.print(f"perf_trace: no trace row: {reason}")
         return 0
     logging.getLogger("hta").setLevel(logging.ERROR)  # HTA logs every parse at WARNING
     warnings.filterwarnings("ignore")

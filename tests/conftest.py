@@ -1,4 +1,5 @@
-"""Shared fixtures: the repository paths, real Prometheus + Pushgateway servers on loopback."""
+"""Shared fixtures: the repository paths, real Prometheus + Pushgateway servers on loopback, and the
+`realdata` gate (third-party test data found through `testdata.get_test_data_dir()`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,28 @@ from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack, free_port
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under CI the third-party data must be there: a green CI means the `realdata` tests ran."""
+    from testdata import missing_reason
+
+    reason = missing_reason()
+    if reason and os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        raise pytest.UsageError(f"CI is set and {reason}")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`realdata` tests skip, saying where the data was looked for, when it is absent (a plain clone)."""
+    from testdata import missing_reason
+
+    reason = missing_reason()
+    if reason is None:
+        return
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if item.get_closest_marker("realdata"):
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

@@ -156,6 +156,7 @@ def test_without_a_driver_a_cpu_host_skips_ncu_and_a_gpu_host_fails_clearly(
     assert "Run the profiler" not in started and NCU_TASK not in started
 
 
+@pytest.mark.realdata
 def test_admin_only_runs_ncu_as_root_with_sys_admin_then_collect_brings_the_report_back(
     cluster: Path,  # noqa: F811
     tmp_path: Path,
@@ -218,6 +219,7 @@ def test_admin_only_runs_ncu_as_root_with_sys_admin_then_collect_brings_the_repo
     assert records["ncu"].host == PROFILER_HOST
 
 
+@pytest.mark.realdata
 def test_unrestricted_runs_ncu_as_the_suite_user_without_capabilities(
     cluster: Path,  # noqa: F811
     tmp_path: Path,

@@ -23,6 +23,8 @@ from fleetbench.profile.ncu.tensor import flops_per_instruction
 from fleetbench.profile.roofline.analysis import ncu_roofline
 from testdata import get_test_data_dir
 
+pytestmark = pytest.mark.realdata
+
 DATA = get_test_data_dir()
 H800 = DATA / "ncu-rep" / "h800_flash_fwd_nan_unmeasured.ncu-rep"
 A100_REP = DATA / "ncu-rep" / "a100_cutlass_gemm.ncu-rep"

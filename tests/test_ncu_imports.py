@@ -42,6 +42,7 @@ def imported_by(args: list[str], cwd: Path) -> set[str]:
     return {m["module"].split(".")[0] for m in log}
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize(
     "report",
     [
@@ -57,6 +58,7 @@ def test_ncu_summarize_imports_neither_torch_nor_matplotlib(report: Path, flags:
     assert not modules & {"torch", "matplotlib"}, sorted(modules & {"torch", "matplotlib"})
 
 
+@pytest.mark.realdata
 def test_roofline_of_an_ncu_report_imports_no_torch(tmp_path: Path) -> None:
     modules = imported_by(["roofline", "--ncu", str(CSV), "--results-dir", str(tmp_path / "results")], tmp_path)
     assert "matplotlib" in modules  # it draws the chart ...
@@ -89,6 +91,7 @@ def test_a_summary_without_config_uses_the_config_defaults() -> None:
     assert Thresholds() == thresholds_of(defaults)
 
 
+@pytest.mark.realdata
 def test_a_summary_with_set_reads_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 

@@ -231,7 +231,7 @@ def test_bad_input_one_line_exit_2_nothing_written(
     assert not results.exists()
 
 
-def test_roofline_from_the_profile_run_and_from_ncu(
+def test_roofline_from_the_profile_run_and_from_the_peaks(
     tmp_path: Path, fleetbench: Callable[..., int], default_run: tuple[Path, int, str]
 ) -> None:
     run_dir, _, _ = default_run
@@ -246,6 +246,9 @@ def test_roofline_from_the_profile_run_and_from_ncu(
     (peaks_only,) = read_records(tmp_path / "b")
     assert peaks_only.summary["source"] == "peaks" and peaks_only.summary["peaks"][0]["source"] == "measured"
 
+
+@pytest.mark.realdata
+def test_roofline_from_an_ncu_report(tmp_path: Path, fleetbench: Callable[..., int]) -> None:
     pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
     report = FIXTURES / "ncu-rep" / "t4_matrix_addition2d.ncu-rep"
     assert fleetbench("roofline", "--ncu", str(report), "--results-dir", str(tmp_path), "--run-id", "c") == 0
@@ -255,6 +258,7 @@ def test_roofline_from_the_profile_run_and_from_ncu(
     assert from_ncu.device == "Tesla T4"
 
 
+@pytest.mark.realdata
 def test_ncu_summarize_json_reports_absent_counters_as_null(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -267,6 +271,7 @@ def test_ncu_summarize_json_reports_absent_counters_as_null(
     assert data["overview"]["devices"] == ["NVIDIA GH200 480GB"]
 
 
+@pytest.mark.realdata
 def test_ncu_summarize_table_and_record(
     tmp_path: Path, fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -282,6 +287,7 @@ def test_ncu_summarize_table_and_record(
     assert record.metric("fleetbench_kernel_class_info", kernel=label, **{"class": "unknown"}) == 1
 
 
+@pytest.mark.realdata
 def test_ncu_summarize_of_the_failed_capture(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
 ) -> None:

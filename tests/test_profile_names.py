@@ -9,7 +9,7 @@ import pytest
 
 from fleetbench.profile.names import MAX_SHORT, label, short_name
 from fleetbench.profile.ncu.readers import read_report
-from testdata import get_test_data_dir
+from testdata import get_test_data_dir, listed
 
 FIXTURES = get_test_data_dir()
 LABEL = re.compile(r"^[A-Za-z0-9_:.+\-]{1,48}(~[0-9a-f]{6})?$")
@@ -50,9 +50,10 @@ def test_labels_are_stable_bounded_and_keep_template_instances_apart() -> None:
     assert len(label("x" * 500)) <= MAX_SHORT + 7
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize(
     "report",
-    sorted((FIXTURES / "ncu-csv").glob("*decode*.csv")) + sorted((FIXTURES / "ncu-rep").glob("*.ncu-rep")),
+    [p for p in listed("ncu-csv", ".csv") if "decode" in p.name] + listed("ncu-rep", ".ncu-rep"),
     ids=lambda p: p.name,
 )
 def test_every_fixture_kernel_gets_a_valid_label_and_distinct_names_distinct_labels(report: Path) -> None:

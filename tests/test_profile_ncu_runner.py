@@ -124,6 +124,7 @@ print('==PROF== Report: ' + report)
 """
 
 
+@pytest.mark.realdata
 def test_a_capture_is_summarised_and_recorded(
     tmp_path: Path, fleetbench: Callable[..., int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,6 +191,7 @@ def test_a_capture_is_summarised_and_recorded(
         assert name in record.artifacts and (results / "cap" / name).is_file()
 
 
+@pytest.mark.realdata
 def test_without_a_program_ncu_profiles_the_configured_workload(
     tmp_path: Path, fleetbench: Callable[..., int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +240,7 @@ def test_the_ncu_target_refuses_to_run_without_a_gpu() -> None:
     )
 
 
+@pytest.mark.realdata
 def test_without_ncu_report_the_capture_is_kept_and_the_record_says_how_to_summarise(
     tmp_path: Path, fleetbench: Callable[..., int], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,8 @@ from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from testdata import get_test_data_dir
 
+pytestmark = pytest.mark.realdata
+
 FIXTURES = get_test_data_dir() / "ncu-rep"
 
 

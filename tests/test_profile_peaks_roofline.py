@@ -215,6 +215,7 @@ def png_size(path: Path) -> tuple[int, int]:
     return width, height
 
 
+@pytest.mark.realdata
 def test_ncu_roofline_from_a_real_report(tmp_path: Path) -> None:
     pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
     summary = summarize_report(read_report(FIXTURES / "ncu-rep" / "gtx1660s_naive_gemm.ncu-rep"))
@@ -229,6 +230,7 @@ def test_ncu_roofline_from_a_real_report(tmp_path: Path) -> None:
     assert png_size(png) == (1080, 720)
 
 
+@pytest.mark.realdata
 def test_ncu_roofline_without_counters_says_why(tmp_path: Path) -> None:
     pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
     summary = summarize_report(read_report(FIXTURES / "ncu-rep" / "a10_inference_105_kernels.ncu-rep"))

@@ -16,7 +16,7 @@ from torch.profiler import ProfilerActivity, profile
 from fleetbench.errors import UserError
 from fleetbench.profile.trace.breakdown import subtract
 from fleetbench.profile.trace_summary import summarize_trace
-from testdata import get_test_data_dir
+from testdata import OWN_DATA_DIR, get_test_data_dir
 
 FIXTURES = get_test_data_dir()
 GEMM = FIXTURES / "torch-trace" / "a100_gemm_trace.json"
@@ -54,6 +54,7 @@ def sweep_breakdown(path: Path) -> dict[str, float]:
     return totals
 
 
+@pytest.mark.realdata
 @pytest.mark.parametrize("trace", [GEMM, ALEXNET], ids=lambda p: p.name)
 def test_breakdown_matches_an_independent_sweep(trace: Path) -> None:
     summary = summarize_trace(trace)
@@ -68,6 +69,7 @@ def test_breakdown_matches_an_independent_sweep(trace: Path) -> None:
     assert device.span_s == pytest.approx(sum(reference.values()))
 
 
+@pytest.mark.realdata
 def test_alexnet_trace_has_copies_syncs_left_out_and_launch_gaps() -> None:
     summary = summarize_trace(ALEXNET)
     device = summary.devices[0]
@@ -82,6 +84,7 @@ def test_alexnet_trace_has_copies_syncs_left_out_and_launch_gaps() -> None:
     assert summary.top_ops and summary.top_ops[0].self_s is not None
 
 
+@pytest.mark.realdata
 def test_gemm_trace_top_kernel_and_ops() -> None:
     summary = summarize_trace(GEMM)
     top = summary.top_kernels[0]
@@ -95,6 +98,7 @@ def test_gemm_trace_top_kernel_and_ops() -> None:
     assert ops["aten::matmul"].self_s == pytest.approx(ops["aten::matmul"].total_s - ops["aten::mm"].total_s, abs=1e-9)
 
 
+@pytest.mark.realdata
 def test_plain_and_gzip_traces_give_the_same_summary(tmp_path: Path) -> None:
     packed = tmp_path / "gemm.json.gz"
     with GEMM.open("rb") as source, gzip.open(packed, "wb") as target:
@@ -178,6 +182,7 @@ def test_damaged_traces_give_one_clear_line(tmp_path: Path, content: bytes, frag
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.realdata
 def test_truncated_gzip_trace(tmp_path: Path) -> None:
     damaged = tmp_path / "cut.json.gz"
     damaged.write_bytes(ALEXNET.read_bytes()[:5000])
@@ -186,9 +191,10 @@ def test_truncated_gzip_trace(tmp_path: Path) -> None:
 
 
 TRACE_FILTER = FIXTURES / "hta" / "trace_filter"
-FSDP2_CPU = FIXTURES / "fsdp2-cpu"
+FSDP2_CPU = OWN_DATA_DIR / "fsdp2-cpu"
 
 
+@pytest.mark.realdata
 def test_window_steps_leaves_out_the_last_step_and_says_so() -> None:
     rank0 = TRACE_FILTER / "sampled_rank-0.json.gz"
     steps, whole = summarize_trace(rank0), summarize_trace(rank0, window="trace")
@@ -206,6 +212,7 @@ def test_window_steps_leaves_out_the_last_step_and_says_so() -> None:
     assert step.devices[0].events <= steps.devices[0].events
 
 
+@pytest.mark.realdata
 def test_window_steps_with_fewer_than_two_steps_is_the_whole_trace() -> None:
     summary = summarize_trace(GEMM)
     assert summary.window.kind == "steps" and summary.window.steps == [] and summary.steps == []
@@ -213,6 +220,7 @@ def test_window_steps_with_fewer_than_two_steps_is_the_whole_trace() -> None:
     assert summary.to_dict() | {"window": None} == summarize_trace(GEMM, window="trace").to_dict() | {"window": None}
 
 
+@pytest.mark.realdata
 def test_unknown_window_is_a_user_error() -> None:
     with pytest.raises(UserError, match="window 'last'"):
         summarize_trace(GEMM, window="last")
@@ -262,6 +270,7 @@ def test_cpu_breakdown_time_inside_a_collective_is_communication_only(tmp_path: 
     assert cpu.idle_s == 0
 
 
+@pytest.mark.realdata
 def test_hta_cpu_only_trace_of_a_gloo_rank() -> None:
     """HTA's own CPU-only test trace: one step, gloo all-reduces on two threads."""
     summary = summarize_trace(FIXTURES / "hta" / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")

@@ -181,6 +181,7 @@ def _csv_with_unmeasured_kernel(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.realdata
 def test_ncu_summarize_json_of_an_unmeasured_kernel_is_strict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

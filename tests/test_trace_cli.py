@@ -14,11 +14,12 @@ from conftest import run_cli
 from fleetbench.cli import main as cli_main
 from fleetbench.profile.trace.ranks import RankRow, find_straggler
 from fleetbench.results.store import read_records
-from testdata import get_test_data_dir
+from testdata import OWN_DATA_DIR, get_test_data_dir
 
 DATA = get_test_data_dir()
 TRACE_FILTER = DATA / "hta" / "trace_filter"
-FSDP2_CPU = DATA / "fsdp2-cpu"
+FSDP2_CPU = OWN_DATA_DIR / "fsdp2-cpu"
+FSDP2_RANK0 = FSDP2_CPU / "rank-0.fsdp2.pt.trace.json.gz"
 GEMM = DATA / "torch-trace" / "a100_gemm_trace.json"
 ALEXNET = DATA / "torch-trace" / "a100_alexnet_trace.json.gz"
 
@@ -36,6 +37,7 @@ def strict_json(text: str) -> object:
     return json.loads(text, parse_constant=refuse)
 
 
+@pytest.mark.realdata
 def test_a_folder_of_nccl_ranks(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -69,6 +71,7 @@ def test_json_is_strict_and_complete(
     assert [r["rank"] for r in ranks["rows"]] == [0, 1] and ranks["straggler"]["gap_ratio"] > 0
 
 
+@pytest.mark.realdata
 def test_markdown_of_several_single_rank_files(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -92,6 +95,7 @@ def test_the_chart_goes_next_to_the_traces_by_default(
     assert "rank 1:" in capsys.readouterr().out
 
 
+@pytest.mark.realdata
 def test_record_writes_one_record_per_rank(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -132,7 +136,7 @@ def test_the_straggler_is_the_rank_furthest_above_the_median() -> None:
         (lambda tmp: _write(tmp / "notes.txt", b"hello"), "notes.txt is not a readable Chrome trace"),
         (lambda tmp: _write(tmp / "x.json", b'{"foo": 1}'), "x.json has no traceEvents"),
         (lambda tmp: _mkdir(tmp / "empty"), "no traces in folder"),
-        (lambda tmp: _write(tmp / "cut.json.gz", ALEXNET.read_bytes()[:5000]), "cut.json.gz is not a readable"),
+        (lambda tmp: _write(tmp / "cut.json.gz", FSDP2_RANK0.read_bytes()[:5000]), "cut.json.gz is not a readable"),
     ],
     ids=["missing", "not-json", "not-a-trace", "empty-folder", "truncated-gz"],
 )
@@ -172,6 +176,7 @@ def _mkdir(path: Path) -> Path:
     return path
 
 
+@pytest.mark.realdata
 def test_a_profile_run_folder_is_read_through_its_trace_json(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from fleetbench.profile.trace.breakdown import length, merge
 from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
-from testdata import get_test_data_dir
+from testdata import OWN_DATA_DIR, get_test_data_dir
 
 hta_trace_analysis = pytest.importorskip(
     "hta.trace_analysis", reason="HolisticTraceAnalysis is not installed (pip install -e '.[dev]')"
@@ -39,7 +39,7 @@ TRACE_FILTER = DATA / "hta" / "trace_filter"  # 2 ranks of an NCCL job, whole-µ
 NCCL = DATA / "hta" / "nccl_parser_config" / "nccl_data.json.gz"  # fractional-µs times
 GEMM = DATA / "torch-trace" / "a100_gemm_trace.json"  # fractional-µs times, no steps
 ALEXNET = DATA / "torch-trace" / "a100_alexnet_trace.json.gz"  # cuda_sync events, no steps
-FSDP2_CPU = DATA / "fsdp2-cpu"
+FSDP2_CPU = OWN_DATA_DIR / "fsdp2-cpu"
 REL = 0.01
 
 
@@ -110,6 +110,7 @@ def hta_trace_filter(tmp_path_factory: pytest.TempPathFactory) -> dict[int, dict
     return hta_figures(TRACE_FILTER)
 
 
+@pytest.mark.realdata
 def test_two_nccl_ranks_agree_with_hta(hta_trace_filter: dict[int, dict[str, float]]) -> None:
     summaries = {s.rank: s for s in (summarize_trace(p) for p in sorted(TRACE_FILTER.glob("*.json.gz")))}
     assert set(summaries) == set(hta_trace_filter) == {0, 1}
@@ -123,6 +124,7 @@ def test_two_nccl_ranks_agree_with_hta(hta_trace_filter: dict[int, dict[str, flo
         assert ours["overlap"] > 0.1  # NCCL under compute: the figure is not trivially 0
 
 
+@pytest.mark.realdata
 def test_without_hta_rounding_fractional_traces_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """HTA_DISABLE_NS_ROUNDING=1 switches HTA's rounding off: then the figures agree on these traces too."""
     monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
@@ -131,6 +133,7 @@ def test_without_hta_rounding_fractional_traces_agree(tmp_path: Path, monkeypatc
         assert_agree(our_figures(summarize_trace(trace)), theirs)
 
 
+@pytest.mark.realdata
 def test_difference_hta_rounds_fractional_timestamps_inward(tmp_path: Path) -> None:
     """HTA takes ceil(start) and floor(end) of every event: short device events lose up to 2 µs each.
 
@@ -151,6 +154,7 @@ def test_difference_hta_rounds_fractional_timestamps_inward(tmp_path: Path) -> N
     assert any("fractional" in d for d in summarize_trace(NCCL).hta_differences)
 
 
+@pytest.mark.realdata
 def test_difference_hta_counts_cuda_sync_as_device_work(tmp_path: Path) -> None:
     """cuda_sync events are the host waiting; HTA puts every one on the device's busy time.
 
@@ -193,6 +197,7 @@ def drop_launches(data: dict[str, Any], chosen: Callable[[dict[str, Any]], bool]
     return correlations
 
 
+@pytest.mark.realdata
 def test_difference_hta_drops_kernels_launched_before_the_trace(tmp_path: Path) -> None:
     """A trace that starts while kernels launched earlier still run: HTA's step window drops them.
 

@@ -31,6 +31,8 @@ __all__ = [
     "PUSHGATEWAY_ENV",
     "PUSHGATEWAY_PORT_ENV",
     "STATE_DIR_ENV",
+    "TEST_DATA_ENV",
+    "TEST_DATA_URL_ENV",
     "TRAIN_ERROR_DIR_ENV",
     "unknown_variables",
     "warn_unknown_variables",
@@ -56,6 +58,8 @@ DEBIAN_SECURITY_MIRROR_ENV = "FLEETBENCH_DEBIAN_SECURITY_MIRROR"
 GIT_REVISION_ENV = "FLEETBENCH_GIT_REVISION"
 GRAFANA_ADMIN_PASSWORD_ENV = "FLEETBENCH_GRAFANA_ADMIN_PASSWORD"
 COMMAND_ENV = "FLEETBENCH_COMMAND"
+TEST_DATA_ENV = "FLEETBENCH_TEST_DATA"
+TEST_DATA_URL_ENV = "FLEETBENCH_TEST_DATA_URL"
 
 # name -> what it does (one line each); tests/test_cli_safety_net.py checks that every FLEETBENCH_*
 # name in the code, scripts, Makefile, containers and deploy is here.
@@ -78,6 +82,8 @@ KNOWN: dict[str, str] = {
     GIT_REVISION_ENV: "the commit an image was built from (the records' git_revision)",
     GRAFANA_ADMIN_PASSWORD_ENV: "Grafana's admin password for `fleetbench deploy` (the monitoring role)",
     COMMAND_ENV: "the fleetbench command a Slurm job runs on each node (deploy/slurm; default: fleetbench)",
+    TEST_DATA_ENV: "the test suite's folder of third-party data (tests/README.md); fleetbench itself ignores it",
+    TEST_DATA_URL_ENV: "where scripts/test_data.py fetches that data from (default raw.githubusercontent.com)",
 }
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from badinput import BadInput, check
-from testdata import get_test_data_dir
+from testdata import OWN_DATA_DIR
 
-ALEXNET = get_test_data_dir() / "torch-trace" / "a100_alexnet_trace.json.gz"
+GZ_TRACE = OWN_DATA_DIR / "fsdp2-cpu" / "rank-0.fsdp2.pt.trace.json.gz"
 GOOD_INVENTORY = """all:
   hosts:
     node1: {ansible_host: 127.0.0.1, ansible_port: 2222}
@@ -204,7 +204,7 @@ TRACE_CASES = [
         "trace-truncated-gz",
         summarize("{tmp}/cut.json.gz"),
         "cut.json.gz is not a readable Chrome trace JSON",
-        files={"cut.json.gz": ALEXNET.read_bytes()[:5000]},
+        files={"cut.json.gz": GZ_TRACE.read_bytes()[:5000]},
     ),
     BadInput(
         "trace-gz-cut-inside-the-json",
