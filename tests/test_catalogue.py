@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from fleetbench.telemetry.catalogue import CATALOGUE, COMMON_LABELS, MetricSpec, naming_problems
+from fleetbench.catalogue import CATALOGUE, COMMON_LABELS, MetricSpec, naming_problems
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
 
 IDENTITY = RunIdentity(benchmark="probe", run_id="t-1", host="h", device="cpu-model", backend="cpu", rank=0)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, run_cli
+from fleetbench.catalogue import CATALOGUE, HEADLINES
 from fleetbench.dashboards.build import stale, to_grafana
 from fleetbench.dashboards.compare import COMPARE
 from fleetbench.dashboards.definition import VARIABLES, Dashboard
@@ -18,7 +19,6 @@ from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS, SLURM_METRI
 from fleetbench.report.build import dashboards_for
 from fleetbench.services.prometheus_api import PrometheusClient, Series
 from fleetbench.services.stack import LocalStack
-from fleetbench.telemetry.catalogue import CATALOGUE, HEADLINES
 
 VARIABLE_REF = re.compile(r"\$(\w+)")
 EXPOSED = {name for metric in CATALOGUE.values() for name in metric.exposed_names}

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
+from fleetbench.catalogue import HEADLINES
 from fleetbench.results.store import read_records
 from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import free_port
-from fleetbench.telemetry.catalogue import HEADLINES
 
 pytestmark = pytest.mark.services
 

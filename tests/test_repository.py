@@ -12,9 +12,9 @@ from testdata import OWN_DATA_DIR
 SIBLING = "../" + "shared"
 FIXTURES_FOLDER = "shared" + "/fixtures"
 FIXTURES_PATH_PARTS = '"shared" / ' + '"fixtures"'
-# The two places allowed to know that folder: the tests' data helper, and CI, which hands it to
-# the clone it tests in an empty folder.
-MAY_NAME_THE_DATA_FOLDER = {"tests/testdata.py", ".ci/run"}
+# The places allowed to know that folder: the tests' data helper (and its own test), and CI, which
+# hands it to the clone it tests in an empty folder.
+MAY_NAME_THE_DATA_FOLDER = {"tests/testdata.py", "tests/test_testdata.py", ".ci/run"}
 CODE_SUFFIXES = (".py", ".sh", ".toml", ".yml", ".yaml", ".cfg", ".json", ".j2", ".sbatch")
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from fleetbench.catalogue import CATALOGUE, HEADLINES
 from fleetbench.config.schema import FleetbenchConfig, RunConfig
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import read_records
-from fleetbench.telemetry.catalogue import CATALOGUE, HEADLINES
 from fleetbench.telemetry.session import open_run
 
 # Each job's entry: `<job>/run.py: run(config, console) -> ResultRecord`.

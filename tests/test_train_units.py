@@ -17,11 +17,11 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from fleetbench.catalogue import CATALOGUE, naming_problems
 from fleetbench.config.loader import load_config
 from fleetbench.config.train import PRESETS, TrainConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
-from fleetbench.telemetry.catalogue import CATALOGUE, naming_problems
 from fleetbench.train.checkpoint import complete_checkpoints, find_resumable_run
 from fleetbench.train.data import TokenBatches, text_corpus
 from fleetbench.train.decoder import Decoder, init_weights, param_counts

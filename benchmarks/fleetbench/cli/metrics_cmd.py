@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench import jsonio
+from fleetbench.catalogue import CATALOGUE
 from fleetbench.errors import UserError
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, SPOOL_FOLDER, default_spool_dir
-from fleetbench.telemetry.catalogue import CATALOGUE
 from fleetbench.telemetry.push import PushPolicy, flush_spool
 from fleetbench.telemetry.spool import REJECTED_FOLDER, RejectedEntry, Spool
 from fleetbench.urls import url_from

@@ -12,9 +12,9 @@ import math
 from typing import Any
 
 from fleetbench import jsonio
+from fleetbench.catalogue import spec
 from fleetbench.compare.gate import Regression
 from fleetbench.compare.matching import BenchmarkComparison, Comparison, Row
-from fleetbench.telemetry.catalogue import spec
 
 COLUMNS = ("metric", "labels", "base", "new", "change", "CI of change", "p", "verdict")
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from fleetbench.telemetry.catalogue import Better
+from fleetbench.catalogue import Better
 
 if TYPE_CHECKING:
     from fleetbench.config.compare import CompareConfig

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator
 
+from fleetbench.catalogue import HEADLINES
 from fleetbench.config.strict import StrictModel
-from fleetbench.telemetry.catalogue import HEADLINES
 
 Percent = Annotated[float, Field(gt=0, le=1000)]
 __all__ = ["CompareConfig"]

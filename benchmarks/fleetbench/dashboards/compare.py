@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleetbench.catalogue import spec
 from fleetbench.dashboards.definition import (
     FILTERS,
     Dashboard,
@@ -24,7 +25,6 @@ from fleetbench.dashboards.definition import (
     selection,
     unit_of,
 )
-from fleetbench.telemetry.catalogue import spec
 
 BASE = Variable("base", "Base run", source="run_id", multi=False, order="asc")
 NEW = Variable("new", "New run", source="run_id", multi=False, order="desc")

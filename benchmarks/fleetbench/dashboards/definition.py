@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fleetbench.telemetry.catalogue import spec
+from fleetbench.catalogue import spec
 
 VariableOrder = Literal["none", "asc", "desc"]
 

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench import jsonio
+from fleetbench.catalogue import HEADLINES
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.trace_summary import TraceSummary
-from fleetbench.telemetry.catalogue import HEADLINES
 from fleetbench.telemetry.session import BenchmarkRun
 
 

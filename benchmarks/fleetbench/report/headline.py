@@ -15,9 +15,9 @@ from html import escape
 from typing import Any
 
 from fleetbench import jsonio
+from fleetbench.catalogue import CATALOGUE, HEADLINES
 from fleetbench.compare.formats import human, short_metric
 from fleetbench.results.record import HeadlineFigure, ResultRecord
-from fleetbench.telemetry.catalogue import CATALOGUE, HEADLINES
 
 # At most this many figures per record, and at most PER_METRIC of one metric before every other
 # metric of the record has had its turn: an edge run has a p50 and a rate for each of dozens of

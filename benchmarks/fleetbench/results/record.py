@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fleetbench.telemetry.catalogue import Better, MetricSpec, spec
+from fleetbench.catalogue import Better, MetricSpec, spec
 
 
 class MetricSample(BaseModel):

@@ -10,7 +10,7 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Summary
 from prometheus_client.exposition import generate_latest
 
-from fleetbench.telemetry.catalogue import COMMON_LABELS, spec
+from fleetbench.catalogue import COMMON_LABELS, spec
 
 # `_created` series double every counter and histogram and no dashboard reads them.
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated in prometheus_client

@@ -20,13 +20,13 @@ from prometheus_client.exposition import write_to_textfile
 from pydantic import BaseModel
 
 from fleetbench import __version__
+from fleetbench.catalogue import HEADLINES, spec
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
 from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, append_record, default_spool_dir, prepare_run_dir
 from fleetbench.runinfo import git_revision, host_name, new_run_id, package_versions, utc_now
-from fleetbench.telemetry.catalogue import HEADLINES, spec
 from fleetbench.telemetry.push import JOB, BackgroundPusher, PushOutcome, PushPolicy
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
 from fleetbench.telemetry.spool import Spool, check_spool_dir

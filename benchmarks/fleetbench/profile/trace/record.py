@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from fleetbench.catalogue import HEADLINES
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.profile.export import record_trace
 from fleetbench.profile.trace.report import TraceReport
 from fleetbench.profile.trace_summary import TraceSummary
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import new_run_id
-from fleetbench.telemetry.catalogue import HEADLINES
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "trace"

@@ -340,7 +340,7 @@ def spec(name: str) -> MetricSpec:
     try:
         return CATALOGUE[name]
     except KeyError:
-        raise KeyError(f"metric {name!r} is not in the catalogue (fleetbench.telemetry.catalogue)") from None
+        raise KeyError(f"metric {name!r} is not in the catalogue (fleetbench.catalogue)") from None
 
 
 def naming_problems(metric: MetricSpec) -> list[str]:
