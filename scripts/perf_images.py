@@ -36,19 +36,16 @@ def main() -> int:
     from fleetbench.images.engine import connect
 
     client = connect(timeout_s=900)
-    quiet = Console(quiet=True)
     try:
         console.print(
             f"measuring: local base from scratch, then cold builds of trainer and edge-vulkan ({NAMESPACE}) ..."
         )
         t0 = time.monotonic()
-        ensure_base(client, NAMESPACE, REPO / "build", quiet, rebuild=True)
+        ensure_base(client, NAMESPACE, REPO / "build", rebuild=True)
         base_s = time.monotonic() - t0
         cold = {
             r.name: r
-            for r in build_images(
-                ["trainer", "edge-vulkan"], "cpu", quiet, context=REPO, namespace=NAMESPACE, client=client
-            )
+            for r in build_images(["trainer", "edge-vulkan"], "cpu", context=REPO, namespace=NAMESPACE, client=client)
         }
         source = (REPO / CHANGED_FILE).read_text()
         rebuilds = []
@@ -57,7 +54,6 @@ def main() -> int:
             (result,) = build_images(
                 ["trainer"],
                 "cpu",
-                quiet,
                 context=REPO,
                 namespace=NAMESPACE,
                 client=client,

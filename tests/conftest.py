@@ -87,13 +87,22 @@ def run_cli(
     )
 
 
+class QuietStages:
+    """A demo observer that shows nothing (the tests read the run folder and Prometheus)."""
+
+    def started(self, name: str) -> None:
+        pass
+
+    def finished(self, name: str, result: Any) -> None:
+        pass
+
+
 @pytest.fixture(scope="session")
 def demo_run(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`make demo`'s code path, once per session, into the session's real Prometheus."""
-    from rich.console import Console
-
     from fleetbench.config.schema import FleetbenchConfig
     from fleetbench.demo import run_demo
+    from fleetbench.job import RunContext
 
     config = FleetbenchConfig.model_validate(
         {
@@ -102,7 +111,7 @@ def demo_run(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Pat
             "train": {"steps": 30},  # the tiny preset's 100 steps show the same panels, slower
         }
     )
-    return run_demo(config, stack, Console(quiet=True))
+    return run_demo(config, stack, RunContext.start(config), QuietStages()).run_dir
 
 
 # --- Docker: one engine, one cold build of the cpu images per session (tests/docker_support.py) ---

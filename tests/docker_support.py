@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.console import Console
 
 from conftest import REPO
 from fleetbench.services.stack import free_port
@@ -129,7 +128,7 @@ def make_base(client: Any) -> float:
     from fleetbench.images.base import ensure_base
 
     started = time.monotonic()
-    _, built = ensure_base(client, SESSION_NAMESPACE, REPO / "build", Console(quiet=True), rebuild=True)
+    _, built = ensure_base(client, SESSION_NAMESPACE, REPO / "build", rebuild=True)
     assert built
     return time.monotonic() - started
 
@@ -142,7 +141,6 @@ def build_cold(client: Any, base_seconds: float, context: Path) -> SessionImages
     results = build_images(
         list(COLD_IMAGES),
         "cpu",
-        Console(quiet=True),
         context=context,
         namespace=SESSION_NAMESPACE,
         client=client,

@@ -146,9 +146,8 @@ def test_the_single_run_report_leaves_out_the_compare_dashboard() -> None:
 @pytest.fixture(scope="session")
 def second_probe_run(stack: LocalStack, prometheus: PrometheusClient, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A probe run beside the demo's (same sizes), from another host name, pushed to the session's gateway."""
-    from rich.console import Console
-
     from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.job import RunContext
     from fleetbench.probe.run import run
 
     run_id = "compare-new"
@@ -161,7 +160,7 @@ def second_probe_run(stack: LocalStack, prometheus: PrometheusClient, tmp_path_f
     )
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("FLEETBENCH_HOST", "compare-host")
-        run(config, Console(quiet=True))
+        run(config, RunContext.start(config))
     assert prometheus.wait_for(f'fleetbench_run_success{{run_id="{run_id}"}}', timeout_s=30)
     return run_id
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 import yaml
-from rich.console import Console
 
 from conftest import run_cli
 from fleetbench.results.store import read_records
@@ -35,16 +34,15 @@ def cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
         build_images(
             missing,
             "cpu",
-            Console(quiet=True),
             context=images.context,
             namespace=images.namespace,
             client=images.client,
             source=images.source,
         )
     state = tmp_path_factory.mktemp("cluster")
-    inventory = cluster_up(3, state, Console(quiet=True), namespace=images.namespace)
+    inventory = cluster_up(3, state, namespace=images.namespace)
     yield inventory
-    cluster_down(state, Console(quiet=True), namespace=images.namespace)
+    cluster_down(state, namespace=images.namespace)
 
 
 def deploy(playbook: str, inventory: Path, results: Path, run_id: str, *extra: str) -> tuple[int, str, dict[str, Any]]:

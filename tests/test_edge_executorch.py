@@ -105,9 +105,8 @@ def test_program_that_disagrees_with_its_eager_model_fails_the_run(
     """)
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    from rich.console import Console
-
     from fleetbench.edge.run import run as run_edge
+    from fleetbench.job import RunContext
 
     cfg = FleetbenchConfig(
         run=RunConfig(results_dir=tmp_path / "r", run_id="bad"),
@@ -116,7 +115,7 @@ def test_program_that_disagrees_with_its_eager_model_fails_the_run(
         ),
     )
     with pytest.raises(UserError, match=r"wrong results: executorch tiny disagrees with eager PyTorch") as caught:
-        run_edge(cfg, Console(stderr=True))
+        run_edge(cfg, RunContext.start(cfg))
     assert caught.value.exit_code == 1
     (record,) = read_records(tmp_path / "r" / "bad")
     assert record.status == "failed" and record.summary["models"][0]["agrees"] is False
@@ -169,12 +168,11 @@ def test_export_to_mps_off_macos_is_refused_in_one_line(
 
 @pytest.mark.skipif(sys.platform == "darwin", reason="checks the path where MPS is absent")
 def test_mps_path_is_skipped_not_faked(tmp_path: Path) -> None:
-    from rich.console import Console
-
     from fleetbench.edge.run import run as run_edge
+    from fleetbench.job import RunContext
 
     cfg = FleetbenchConfig(run=RunConfig(results_dir=tmp_path, run_id="mps"), edge=EdgeConfig(kernels=[], mps=True))
-    record = run_edge(cfg, Console(stderr=True))
+    record = run_edge(cfg, RunContext.start(cfg)).record
     assert record.summary["mps"] == {"skipped": "requires Apple silicon (MPS)"}
     assert record.summary["models"] == []
     assert not [s for s in record.metrics if s.name.startswith("fleetbench_edge_model")]

@@ -21,6 +21,7 @@ from fleetbench.edge import gpu, kernels, spirv, timing
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.paths import KERNELS_ENV
 from fleetbench.errors import UserError
+from fleetbench.job import RunContext
 from fleetbench.results.store import read_records
 
 SMALL = {
@@ -87,7 +88,7 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
     from fleetbench.edge.run import run as run_edge
 
     dtypes = ["float32", "float16"] if adapter.has("shader-f16") else ["float32"]
-    record = run_edge(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True), _console())
+    record = run_edge(*run_args(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True))).record
     assert record.status == "ok", record.error
     rows = record.summary["kernels"]
     runnable = [k for k in EDGE_KERNELS if not kernels.KERNELS[k].missing_features(adapter.features)]
@@ -154,8 +155,8 @@ def test_wallclock_path_times_a_synchronised_submit(adapter: gpu.AdapterReport, 
     from fleetbench.edge.run import run as run_edge
 
     record = run_edge(
-        config(tmp_path, "wall", timing="wallclock", kernels=["silu", "copy"], dtypes=["float32"]), _console()
-    )
+        *run_args(config(tmp_path, "wall", timing="wallclock", kernels=["silu", "copy"], dtypes=["float32"]))
+    ).record
     rows = record.summary["kernels"]
     assert [r["timing"] for r in rows] == ["wallclock", "wallclock"] and all(r["correct"] for r in rows)
     assert record.summary["timestamp_period_ns"] is None
@@ -217,7 +218,7 @@ def test_a_wrong_kernel_fails_the_run_and_says_which(
     from fleetbench.edge.run import run as run_edge
 
     with pytest.raises(UserError, match=r"wrong results: silu float32 4K \(max rel error") as caught:
-        run_edge(config(tmp_path, "wrong", kernels=["silu", "copy"], dtypes=["float32"]), _console())
+        run_edge(*run_args(config(tmp_path, "wrong", kernels=["silu", "copy"], dtypes=["float32"])))
     assert caught.value.exit_code == 1
     (record,) = read_records(tmp_path / "results" / "wrong")
     assert record.status == "failed" and "silu float32" in (record.error or "")
@@ -248,7 +249,7 @@ def test_demo_stage_runs_the_quick_set(adapter: gpu.AdapterReport, tmp_path: Pat
     cfg = FleetbenchConfig(
         run=RunConfig(results_dir=tmp_path, run_id="demo"), edge=EdgeConfig(spirv_dir=tmp_path / "spirv")
     )
-    record = run_stage(cfg, _console())
+    record = run_stage(cfg, RunContext.start(cfg)).record
     assert record.status == "ok" and record.benchmark == "edge"
     kernels_run = [r["kernel"] for r in record.summary["kernels"]]
     expected = [k for k in QUICK["kernels"] if spirv.glslc() is not None or not k.endswith("_spirv")]
@@ -309,7 +310,7 @@ def test_texture_gemm_covers_every_tile_in_its_workgroup_order(adapter: gpu.Adap
 
     dtypes = ["float32", "float16"] if adapter.has("shader-f16") else ["float32"]
     cfg = config(tmp_path, "tex", kernels=["gemm_texture"], dtypes=dtypes, gemm_sizes=[384, 128])
-    record = run_edge(cfg, _console())
+    record = run_edge(cfg, RunContext.start(cfg)).record
     assert record.status == "ok", record.error
     rows = record.summary["kernels"]
     assert {(r["dtype"], r["size"]) for r in rows} == {(d, s) for d in dtypes for s in ("384", "128")}
@@ -611,7 +612,6 @@ def _kernels_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "mobile" / "kernels"
 
 
-def _console():  # type: ignore[no-untyped-def]
-    from rich.console import Console
-
-    return Console(stderr=True, width=140)
+def run_args(cfg: FleetbenchConfig) -> tuple[FleetbenchConfig, RunContext]:
+    """A job's arguments: its config and a run context from it."""
+    return cfg, RunContext.start(cfg)

@@ -36,10 +36,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+from fleetbench.cli.views.trace import print_report
 from fleetbench.deploy import inventory as inv
 from fleetbench.deploy.launcher import Selection, deploy_dir, resolve_inventory, resolve_playbook, validate
 from fleetbench.errors import UserError
-from fleetbench.profile.trace.render import print_report
 from fleetbench.profile.trace.report import build_report
 from testdata import OWN_DATA_DIR, get_test_data_dir, missing_reason
 

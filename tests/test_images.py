@@ -298,7 +298,7 @@ def test_rebuild_after_a_one_line_change_reuses_the_dependency_layers(
     cold = images.results["trainer"]
     source = (images.context / "benchmarks/fleetbench/__init__.py").read_text()
     (rebuilt,) = build_images(
-        ["trainer"], "cpu", Console(quiet=True), context=images.context, namespace=SESSION_NAMESPACE,
+        ["trainer"], "cpu", context=images.context, namespace=SESSION_NAMESPACE,
         client=images.client, source=images.source,
         extra_files={"benchmarks/fleetbench/__init__.py": source + "# a one-line change\n"},
     )  # fmt: skip

@@ -11,11 +11,11 @@ import pytest
 import torch
 from rich.console import Console
 
+from fleetbench.cli.views.profile import CACHE_RESIDENT, FixRow, fixes_table, roofline_table
 from fleetbench.devices import resolve_device
 from fleetbench.profile.capture import load_ops
 from fleetbench.profile.classify import Thresholds
 from fleetbench.profile.datasheet import Peaks, datasheet_peak, peaks_from_datasheet
-from fleetbench.profile.display import CACHE_RESIDENT, FixRow, fixes_table, roofline_table
 from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from fleetbench.profile.peaks import PeakRequest, cache_file, measured_peaks, triad_probe

@@ -10,27 +10,62 @@ import pytest
 
 from fleetbench.catalogue import CATALOGUE, HEADLINES
 from fleetbench.config.schema import FleetbenchConfig, RunConfig
-from fleetbench.results.record import HeadlineFigure, ResultRecord
+from fleetbench.job import RunContext
+from fleetbench.results.record import HeadlineFigure
 from fleetbench.results.store import read_records
+from fleetbench.runinfo import RUN_ID_PATTERN
 from fleetbench.telemetry.session import open_run
 
-# Each job's entry: `<job>/run.py: run(config, console) -> ResultRecord`.
+# Each job's entry, `JOB`: `(config, context) -> JobResult` (fleetbench/job.py), typed by mypy as a Job.
 JOB_MODULES = (
     "fleetbench.probe.run",
     "fleetbench.train.run",
+    "fleetbench.train.stage",
     "fleetbench.profile.run",
+    "fleetbench.profile.trace.stage",
     "fleetbench.profile.ncu.run",
     "fleetbench.profile.roofline.run",
     "fleetbench.edge.run",
+    "fleetbench.edge.stage",
 )
 
 
 @pytest.mark.parametrize("module", JOB_MODULES)
 def test_every_job_has_the_same_entry(module: str) -> None:
-    entry = importlib.import_module(module).run
+    entry = importlib.import_module(module).JOB
     signature = inspect.signature(entry)
-    assert list(signature.parameters) == ["config", "console"]
-    assert signature.return_annotation in (ResultRecord, "ResultRecord")
+    assert list(signature.parameters) == ["config", "context"]
+    assert str(signature.return_annotation).startswith("JobResult[")
+
+
+def test_the_jobs_that_take_their_input_are_made_as_jobs(tmp_path: Path) -> None:
+    from fleetbench.profile.ncu.run import summary_job
+    from fleetbench.profile.trace.record import TraceSettings, record_job
+
+    for job in (
+        summary_job(tmp_path / "report.ncu-rep"),
+        record_job(None, TraceSettings(paths=[], window="steps", top=1)),
+    ):  # type: ignore[arg-type]
+        assert list(inspect.signature(job).parameters) == ["config", "context"]
+
+
+def test_only_the_cli_and_the_progress_module_hold_a_console() -> None:
+    """Jobs return values and report progress to `Progress`; drawing on a rich Console is the CLI's."""
+    import ast
+
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        relative = path.relative_to(PACKAGE)
+        if relative.parts[0] == "cli" or relative == Path("progress.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module in ("rich.console", "rich.live", "rich.progress"):
+                offenders.append(f"{relative}: from {node.module} import ...")
+            if isinstance(node, ast.arg) and (
+                node.arg == "console" or "Console" in ast.unparse(node.annotation or ast.Constant(""))
+            ):
+                offenders.append(f"{relative}: parameter {node.arg}")
+    assert offenders == []
 
 
 @pytest.mark.parametrize("benchmark", sorted(HEADLINES))
@@ -48,7 +83,7 @@ def config_in(tmp_path: Path, run_id: str | None = None) -> FleetbenchConfig:
 
 def test_open_run_takes_identity_folder_and_telemetry_from_the_config(tmp_path: Path) -> None:
     config = config_in(tmp_path, "shape-1")
-    with open_run(config, "probe", config.probe, "cpu-model", "cpu") as bench:
+    with open_run(config, RunContext.start(config), "probe", config.probe, "cpu-model", "cpu") as bench:
         bench.add_headline("fleetbench_probe_achieved_flop_per_second", 2e9, [1e9, 2e9, 3e9], **LABELS)
         with pytest.raises(RuntimeError, match="has not finished"):
             bench.result()
@@ -69,13 +104,22 @@ def test_open_run_takes_identity_folder_and_telemetry_from_the_config(tmp_path: 
 LABELS = {"probe": "matmul", "dtype": "float32", "size": "512"}
 
 
-def test_open_run_names_a_run_when_the_config_does_not(tmp_path: Path) -> None:
-    config = config_in(tmp_path)
-    with open_run(config, "probe", config.probe, "d", "cpu") as first:
-        pass
-    with open_run(config, "probe", config.probe, "d", "cpu", run_id="agreed") as second:
-        pass
-    assert first.result().run_id != "agreed" and second.result().run_id == "agreed"
+def test_the_run_context_names_a_run_once_when_the_config_does_not(tmp_path: Path) -> None:
+    unnamed = config_in(tmp_path)
+    first, second = RunContext.start(unnamed), RunContext.start(unnamed)
+    assert RUN_ID_PATTERN.fullmatch(first.run_id) and first.run_id != second.run_id
+    named = RunContext.start(config_in(tmp_path, "agreed"))
+    assert (named.run_id, named.run_dir) == ("agreed", tmp_path / "agreed")
+    for context in (first, named):  # every run a job opens in a context is that context's run
+        with open_run(unnamed, context, "probe", unnamed.probe, "d", "cpu") as bench:
+            pass
+        assert bench.result().run_id == context.run_id and (context.run_dir / "records.jsonl").is_file()
+
+
+def test_pinned_hands_the_run_to_a_child_process_config(tmp_path: Path) -> None:
+    context = RunContext.start(config_in(tmp_path))
+    pinned = context.pinned(config_in(tmp_path / "elsewhere"))
+    assert (pinned.run.run_id, pinned.run.results_dir) == (context.run_id, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -89,14 +133,17 @@ def test_a_headline_outside_the_declaration_is_refused(
     tmp_path: Path, metric: str, labels: dict[str, str], message: str
 ) -> None:
     config = config_in(tmp_path, "shape-2")
-    with open_run(config, "probe", config.probe, "d", "cpu") as bench, pytest.raises(ValueError, match=message):
+    with (
+        open_run(config, RunContext.start(config), "probe", config.probe, "d", "cpu") as bench,
+        pytest.raises(ValueError, match=message),
+    ):
         bench.add_headline(metric, 1.0, **labels)
 
 
 def test_records_without_a_headline_still_read(tmp_path: Path) -> None:
     """Records written before the headline existed load with an empty one."""
     config = config_in(tmp_path, "shape-3")
-    with open_run(config, "probe", config.probe, "d", "cpu"):
+    with open_run(config, RunContext.start(config), "probe", config.probe, "d", "cpu"):
         pass
     path = tmp_path / "shape-3" / "records.jsonl"
     line = path.read_text().replace(',"headline":[]', "")
@@ -135,7 +182,7 @@ def package_of(module: str) -> str:
 def test_the_domain_never_imports_the_cli() -> None:
     offenders = []
     for path in PACKAGE.rglob("*.py"):
-        if path.parent.name == "cli" or (path.name == "__main__.py" and path.parent == PACKAGE):
+        if path.relative_to(PACKAGE).parts[0] == "cli" or (path.name == "__main__.py" and path.parent == PACKAGE):
             continue
         offenders += [
             f"{path.relative_to(PACKAGE)}: {m}" for m, _ in imports_of(path) if m.startswith("fleetbench.cli")

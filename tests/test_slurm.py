@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import yaml
-from rich.console import Console
 
 from conftest import run_cli
 from fleetbench.results.store import read_records
@@ -77,7 +76,6 @@ def slurm_cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
         build_images(
             missing,
             "cpu",
-            Console(quiet=True),
             context=images.context,
             namespace=images.namespace,
             client=images.client,
@@ -85,7 +83,7 @@ def slurm_cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
         )
     state = tmp_path_factory.mktemp("slurm-cluster")
     results = tmp_path_factory.mktemp("slurm-results")
-    inventory = cluster_up(3, state, Console(quiet=True), namespace=images.namespace, slurm=True)
+    inventory = cluster_up(3, state, namespace=images.namespace, slurm=True)
     for playbook in ("monitoring", "slurm"):
         rc, log, _ = deploy(playbook, inventory, results, f"bring-up-{playbook}")
         assert rc == 0, log[-4000:]
@@ -101,7 +99,7 @@ def slurm_cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     )
     print(f"slurm cluster bring-up (nodes, monitoring, slurm): {cluster.bring_up_s:.0f} s")
     yield cluster
-    cluster_down(state, Console(quiet=True), namespace=images.namespace)
+    cluster_down(state, namespace=images.namespace)
 
 
 def submitted_id(result: subprocess.CompletedProcess[str]) -> int:
@@ -281,7 +279,7 @@ def test_a_node_that_dies_fails_its_job_the_rest_runs_the_next_and_requeue_resum
 def test_cluster_down_removes_the_nodes_and_the_slurm_state(slurm_cluster: SlurmCluster) -> None:
     from fleetbench.deploy.cluster import LABEL, cluster_down
 
-    cluster_down(slurm_cluster.state, Console(quiet=True), namespace=slurm_cluster.namespace)
+    cluster_down(slurm_cluster.state, namespace=slurm_cluster.namespace)
     assert not slurm_cluster.client.containers.list(all=True, filters={"label": f"{LABEL}={slurm_cluster.namespace}"})
     assert not slurm_cluster.client.containers.list(all=True, filters={"name": f"^{slurm_cluster.namespace}-"})
     assert not list(slurm_cluster.state.glob("nodes/*/slurm")) and not (slurm_cluster.state / "shared").exists()

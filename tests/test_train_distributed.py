@@ -314,15 +314,14 @@ def test_a_node_without_rank_zero_answers_with_its_own_ranks_record(tmp_path: Pa
 
 @pytest.mark.slow
 def test_demo_stage_returns_rank_zero_record(tmp_path: Path) -> None:
-    from rich.console import Console
-
     from fleetbench.config.loader import load_config
+    from fleetbench.job import RunContext
     from fleetbench.train.stage import run_train_stage
 
     config = load_config(
         None, [f"run.results_dir={tmp_path}", "run.run_id=demo", "train.steps=3", "train.peak_flops=1e11"]
     )
-    record = run_train_stage(config, Console(stderr=True))
+    record = run_train_stage(config, RunContext.start(config)).record
     assert (record.benchmark, record.rank, record.status, record.run_id) == ("train", 0, "ok", "demo")
     assert record.config["preset"] == "tiny" and record.summary["world_size"] == 2
     assert record.summary["final_step"] == 3

@@ -9,11 +9,13 @@ its torchrun ranks), and handed down in the context, the way torchtitan hands do
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from fleetbench.errors import UserError
 
 if TYPE_CHECKING:
     from fleetbench.config.schema import FleetbenchConfig
@@ -25,11 +27,18 @@ V_co = TypeVar("V_co", covariant=True)
 class Task(Protocol):
     """One piece of work in progress: its current item and how many items are done."""
 
-    def update(self, description: str) -> None:
-        """Say what the work is on now."""
+    def update(self, description: str, *, completed: int | None = None, total: int | None = None) -> None:
+        """Say what the work is on now (and, where it becomes known, how many items are done of how many)."""
 
     def advance(self, steps: int = 1) -> None:
         """Count `steps` more items as done."""
+
+
+class RowTask(Task, Protocol):
+    """A task whose results are worth showing as they arrive (a training run's logged steps)."""
+
+    def row(self, cells: Sequence[str], line: str) -> None:
+        """One result: `cells` as a row of the task's table where one is drawn live, else `line` as it is."""
 
 
 class Progress(Protocol):
@@ -38,12 +47,20 @@ class Progress(Protocol):
     def task(self, job: str, description: str = "", total: int | None = None) -> AbstractContextManager[Task]:
         """A task of `total` items (None: of unknown length), ended when its `with` block ends."""
 
+    def table(
+        self, job: str, title: str, columns: Sequence[str], total: int, completed: int = 0
+    ) -> AbstractContextManager[RowTask]:
+        """A task of `total` items, `completed` already done, whose rows fill a table titled `title`."""
+
 
 class _SilentTask:
-    def update(self, description: str) -> None:
+    def update(self, description: str, *, completed: int | None = None, total: int | None = None) -> None:
         pass
 
     def advance(self, steps: int = 1) -> None:
+        pass
+
+    def row(self, cells: Sequence[str], line: str) -> None:
         pass
 
 
@@ -51,11 +68,17 @@ class SilentProgress:
     """Progress nobody watches: a library call, a test, a rank that is not rank 0."""
 
     @contextmanager
-    def _task(self) -> Iterator[Task]:
+    def _task(self) -> Iterator[_SilentTask]:
         yield _SilentTask()
 
     def task(self, job: str, description: str = "", total: int | None = None) -> AbstractContextManager[Task]:
         """A task that shows nothing."""
+        return self._task()
+
+    def table(
+        self, job: str, title: str, columns: Sequence[str], total: int, completed: int = 0
+    ) -> AbstractContextManager[RowTask]:
+        """A table that shows nothing."""
         return self._task()
 
 
@@ -107,3 +130,12 @@ class Job(Protocol[V_co]):
 
     def __call__(self, config: FleetbenchConfig, context: RunContext) -> JobResult[V_co]:
         """Run the job into `context`'s run folder."""
+
+
+class JobFailed(UserError):
+    """A job that ran to its end and found a wrong result: its record says failed, and what it measured
+    is still shown (the CLI shows `result.view`, then the one error line, exit 1)."""
+
+    def __init__(self, message: str, result: JobResult[Any], exit_code: int = 1) -> None:
+        super().__init__(message, exit_code=exit_code)
+        self.result = result

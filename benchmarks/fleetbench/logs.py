@@ -1,8 +1,8 @@
 """Diagnostics: one stderr handler for every module logger, its level set by `--log-level`.
 
-Modules log through `logging.getLogger(__name__)`; the rich Console is kept for what a person reads
-(tables, progress bars, the closing summary). Warnings and errors say their level; info lines are
-the message alone, so a run's log reads like its console. The level travels to child processes
+Modules log through `logging.getLogger(__name__)`; what a person reads (tables, progress bars, the
+closing summary) is drawn by the CLI. Warnings and errors say their level; info lines are
+the message alone, so a run's log reads like what it showed. The level travels to child processes
 (torchrun's ranks, the demo's train stage) through `LOG_LEVEL_ENV`, and `--debug` (print the
 traceback of an unexpected error) through `DEBUG_ENV`.
 """

@@ -31,8 +31,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def handle_up(args: argparse.Namespace, console: Console) -> int:
     """Start the nodes and print the deploy command that targets their inventory."""
     from fleetbench.deploy.cluster import cluster_up
+    from fleetbench.progress import ConsoleProgress
 
-    inventory = cluster_up(args.nodes, args.state_dir, console, slurm=args.slurm)
+    inventory = cluster_up(args.nodes, args.state_dir, slurm=args.slurm, progress=ConsoleProgress(console))
     playbook = "monitoring, then slurm," if args.slurm else "site"
     console.print(f"deploy to it: .venv/bin/fleetbench deploy {playbook} --inventory {inventory}")
     return 0
@@ -42,5 +43,6 @@ def handle_down(args: argparse.Namespace, console: Console) -> int:
     """Remove the nodes of the state folder."""
     from fleetbench.deploy.cluster import cluster_down
 
-    cluster_down(args.state_dir, console)
+    removed = cluster_down(args.state_dir)
+    console.print(f"cluster: removed {', '.join(sorted(removed)) or 'nothing (no nodes were up)'}")
     return 0

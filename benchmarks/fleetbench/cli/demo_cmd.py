@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args
+from fleetbench.cli.options import add_run_options, config_from_args, run_context
 from fleetbench.services.stack import default_stack
 
 
@@ -20,7 +20,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Run the demo against the local stack (started if needed)."""
     config = config_from_args(args)
+    from fleetbench.cli.views.demo import StagesOnConsole, show_outcome
     from fleetbench.demo import run_demo  # torch loads only once the arguments are known good
 
-    run_demo(config, default_stack(), console)
+    stack = default_stack()
+    console.rule("[bold]fleetbench demo[/]: the embedded default (CPU, local Prometheus)")
+    console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback)")
+    outcome = run_demo(config, stack, run_context(config, console), StagesOnConsole(console))
+    show_outcome(console, outcome)
     return 0

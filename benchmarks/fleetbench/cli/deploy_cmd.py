@@ -41,7 +41,10 @@ def parse_extra_vars(pairs: list[str]) -> dict[str, str]:
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Run the playbook under the run's folder; print the per-host table; exit 1 when a task failed."""
-    from fleetbench.deploy.launcher import run_playbook, summary_table
+    from rich.live import Live
+
+    from fleetbench.cli.views.deploy import progress_table, summary_table
+    from fleetbench.deploy.launcher import DeployProgress, run_playbook
 
     run_id = validate_run_id(args.run_id) if args.run_id else new_run_id()
     extra = {
@@ -49,18 +52,19 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         "fleetbench_controller_results_dir": str(args.results_dir.resolve()),  # where collect.yml fetches to
         **parse_extra_vars(args.extra_vars),
     }
-    result = run_playbook(
-        args.playbook,
-        args.inventory,
-        args.results_dir / run_id / "deploy",
-        console,
-        check=args.check,
-        extra_vars=extra,
-        limit=args.limit,
-        vault_password_file=args.vault_password_file,
-        tags=args.tags,
-        skip_tags=args.skip_tags,
-    )
+    with Live(progress_table(DeployProgress()), console=console, refresh_per_second=4, transient=True) as live:
+        result = run_playbook(
+            args.playbook,
+            args.inventory,
+            args.results_dir / run_id / "deploy",
+            watch=lambda progress: live.update(progress_table(progress)),
+            check=args.check,
+            extra_vars=extra,
+            limit=args.limit,
+            vault_password_file=args.vault_password_file,
+            tags=args.tags,
+            skip_tags=args.skip_tags,
+        )
     console.print(summary_table(result))
     for failure in result.failures[:20]:
         console.print(f"[red]failed[/] {failure}")

@@ -10,7 +10,13 @@ from typing import Any
 from rich.console import Console
 
 from fleetbench import jsonio
-from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.cli.options import (
+    add_run_options,
+    config_from_args,
+    print_record_path,
+    run_context,
+    shown_even_if_failed,
+)
 from fleetbench.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -98,8 +104,13 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
         edge = quick(edge)
     if edge.pte is not None and "kernels" not in edge.model_fields_set:
         edge = edge.model_copy(update={"kernels": []})
-    record = edge_job.run(config.model_copy(update={"edge": edge}), console)
-    print_record_path(console, config, record)
+    from fleetbench.cli.views.edge import show_results
+
+    context = run_context(config, console)
+    with shown_even_if_failed(console, show_results):
+        result = edge_job.run(config.model_copy(update={"edge": edge}), context)
+    show_results(console, result.view)
+    print_record_path(console, result.record, context.results_dir)
     return 0
 
 
@@ -131,7 +142,9 @@ def handle_export(args: argparse.Namespace, console: Console) -> int:
         ensure_writable_dir(out_dir, "export folder", "--out-dir DIR")
         log.info("model %s (%s); torch.export + to_edge_transform_and_lower ...", built.name, built.spec)
         status.update("torch.export ...")
-        results = pte.export(built, partitioners, out_dir, edge.seed, edge.model_batch, strict=strict, status=status)
+        results = pte.export(
+            built, partitioners, out_dir, edge.seed, edge.model_batch, strict=strict, on_step=status.update
+        )
     for result in results:
         if result.path is None:
             log.warning("skipped %s", result.skipped)

@@ -165,12 +165,14 @@ def namespace_of(args: argparse.Namespace) -> str:
 def handle_build(args: argparse.Namespace, console: Console) -> int:
     """Build the named images (default: all of the variant) and print what was built."""
     namespace = namespace_of(args)
-    from fleetbench.images.build import build_images, results_table
+    from fleetbench.cli.views.images import results_table
+    from fleetbench.images.build import build_images
+    from fleetbench.progress import ConsoleProgress
 
     results = build_images(
         args.names,
         args.variant,
-        console,
+        progress=ConsoleProgress(console),
         context=args.context,
         namespace=namespace,
         base_image=args.base_image,
@@ -186,8 +188,11 @@ def handle_base(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.images.base import ensure_base
     from fleetbench.images.build import default_context
     from fleetbench.images.engine import connect
+    from fleetbench.progress import ConsoleProgress
 
-    ref, built = ensure_base(connect(), namespace, default_context() / "build", console, rebuild=args.rebuild)
+    ref, built = ensure_base(
+        connect(), namespace, default_context() / "build", rebuild=args.rebuild, progress=ConsoleProgress(console)
+    )
     if not built:
         log.info("%s is up to date (--rebuild makes it again)", ref)
     return 0
@@ -230,7 +235,6 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
     return run_image(
         args.name,
         program,
-        console,
         namespace=namespace,
         variant=args.variant,
         tag=args.tag,
@@ -247,7 +251,7 @@ def handle_save(args: argparse.Namespace, console: Console) -> int:
     namespace = namespace_of(args)
     from fleetbench.images.transfer import save_images
 
-    save_images(args.names, args.output, console, namespace=namespace, variant=args.variant)
+    save_images(args.names, args.output, namespace=namespace, variant=args.variant)
     return 0
 
 
@@ -255,5 +259,5 @@ def handle_load(args: argparse.Namespace, console: Console) -> int:
     """Load images from an archive (or stdin)."""
     from fleetbench.images.transfer import load_images
 
-    load_images(args.input, console)
+    load_images(args.input)
     return 0

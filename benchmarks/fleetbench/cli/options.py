@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,7 @@ if TYPE_CHECKING:  # the config schema loads when a command reads its config, no
     from rich.console import Console
 
     from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.job import RunContext
     from fleetbench.results.record import ResultRecord
 
 
@@ -48,11 +51,18 @@ def results_dir(args: argparse.Namespace) -> Path:
     return Path(args.results_dir) if args.results_dir is not None else DEFAULT_RESULTS_DIR
 
 
-def print_record_path(console: Console, config: FleetbenchConfig, record: ResultRecord) -> None:
+def run_context(config: FleetbenchConfig, console: Console) -> RunContext:
+    """The run a command starts, chosen here once: --run-id (else a new id) under the results root, with
+    the job's progress drawn on `console`."""
+    from fleetbench.job import RunContext
+    from fleetbench.progress import ConsoleProgress
+
+    return RunContext.start(config, ConsoleProgress(console))
+
+
+def print_record_path(console: Console, record: ResultRecord, results_dir: Path) -> None:
     """The line every job ends with: where its result record is."""
-    console.print(
-        f"result record: {config.run.results_dir / record.run_id / RECORDS_FILE}", markup=False, soft_wrap=True
-    )
+    console.print(f"result record: {results_dir / record.run_id / RECORDS_FILE}", markup=False, soft_wrap=True)
 
 
 def config_from_args(
@@ -76,3 +86,16 @@ def config_from_args(
     }
     config: FleetbenchConfig = load_config(args.config, args.overrides, flags)
     return config
+
+
+@contextmanager
+def shown_even_if_failed(console: Console, show: Callable[[Console, Any], None]) -> Iterator[None]:
+    """Around a job: if it ran to its end and found wrong results (JobFailed), show what it measured
+    with `show` before its one error line goes out."""
+    from fleetbench.job import JobFailed
+
+    try:
+        yield
+    except JobFailed as failed:
+        show(console, failed.result.view)
+        raise

@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,10 +18,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
-    """Run the probe job and print where its record is."""
+    """Run the probe job, show its table and where its record is."""
     config = config_from_args(args, {"probe.device": (args.device, "--device")})
+    from fleetbench.cli.views.probe import probe_table
     from fleetbench.probe import run as probe_job  # torch loads only when a probe really runs
 
-    record = probe_job.run(config, console)
-    print_record_path(console, config, record)
+    context = run_context(config, console)
+    result = probe_job.run(config, context)
+    console.print(probe_table(result.view))
+    print_record_path(console, result.record, context.results_dir)
     return 0

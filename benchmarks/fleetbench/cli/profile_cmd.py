@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from fleetbench import jsonio
-from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -101,9 +101,11 @@ def handle_profile(args: argparse.Namespace, console: Console) -> int:
             "profile.args": (program_args or None, "-- ARGS"),
         },
     )
+    from fleetbench.cli.views.profile import show_profile
     from fleetbench.profile import run as profile_job  # torch loads once the config is valid
 
-    profile_job.run(config, console)  # ends with the table of top ops, their class and fix
+    result = profile_job.run(config, run_context(config, console))
+    show_profile(console, result.view)  # ends with the table of top ops, their class and fix
     return 0
 
 
@@ -123,8 +125,13 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
             "profile.ncu.program": (_program(args.program) or None, "-- PROGRAM"),
         },
     )
-    record = ncu_job.run(config, console)
-    print_record_path(console, config, record)
+    context = run_context(config, console)
+    result = ncu_job.run(config, context)
+    if result.view is not None:
+        from fleetbench.cli.views.profile import show_ncu
+
+        show_ncu(console, result.view)
+    print_record_path(console, result.record, context.results_dir)
     return 0
 
 
@@ -144,11 +151,14 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     """Summarise an existing report on stdout (table or --json); --record makes it a run with a record."""
     # Reading a report needs no torch and no run machinery: each import here is what the path uses.
     if args.record:
+        from fleetbench.cli.views.profile import show_ncu
         from fleetbench.profile.ncu import run as ncu_job
 
         config = config_from_args(args, {"profile.ncu.gpu": (args.gpu, "--gpu")})
-        record = ncu_job.record_report(config, console, args.report)
-        print_record_path(console, config, record)
+        context = run_context(config, console)
+        result = ncu_job.summary_job(args.report)(config, context)
+        show_ncu(console, result.view)
+        print_record_path(console, result.record, context.results_dir)
         return 0
     from fleetbench.profile.ncu.summary import overview, summarize_path
 
@@ -157,7 +167,7 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, top)}, indent=1))
         return 0
-    from fleetbench.profile.display import fixes_table, kernel_notes, ncu_fix_rows, ncu_table, nvidia_table
+    from fleetbench.cli.views.profile import fixes_table, kernel_notes, ncu_fix_rows, ncu_table, nvidia_table
 
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
     out.print(ncu_table(summary, launches=args.launches))
@@ -200,6 +210,10 @@ def handle_roofline(args: argparse.Namespace, console: Console) -> int:
             "profile.ncu.gpu": (args.gpu, "--gpu"),
         },
     )
-    record = roofline_job.run(config, console)
-    print_record_path(console, config, record)
+    from fleetbench.cli.views.profile import show_roofline
+
+    context = run_context(config, console)
+    result = roofline_job.run(config, context)
+    show_roofline(console, result.view)
+    print_record_path(console, result.record, context.results_dir)
     return 0

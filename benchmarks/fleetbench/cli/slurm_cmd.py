@@ -95,8 +95,8 @@ def _print_json(value: object) -> None:
 
 def handle_submit(args: argparse.Namespace, console: Console) -> int:
     """Validate, sbatch, then (unless --no-wait) follow the job live, explain a failure and collect."""
+    from fleetbench.cli.views.slurm import print_submitted
     from fleetbench.deploy.launcher import deploy_dir
-    from fleetbench.slurm.display import print_submitted
     from fleetbench.slurm.script import JobRequest
     from fleetbench.slurm.submit import submit
 
@@ -130,8 +130,8 @@ def _follow(controller: Controller, job_id: int, results_dir: str, args: argpars
     """Live progress until the job ends; its failure explained; its results collected; 0 if it completed."""
     from rich.live import Live
 
+    from fleetbench.cli.views.slurm import print_end, print_failure, progress_view
     from fleetbench.slurm import follow
-    from fleetbench.slurm.display import print_end, print_failure, progress_view
 
     with Live(console=console, refresh_per_second=2, transient=True) as live:
 
@@ -152,10 +152,10 @@ def _follow(controller: Controller, job_id: int, results_dir: str, args: argpars
 def _collect(
     controller: Controller, job_id: int, results_dir: str, dest: Path, console: Console, with_checkpoints: bool
 ) -> Path:
+    from fleetbench.cli.views.slurm import print_collected
     from fleetbench.errors import UserError
     from fleetbench.results.store import read_records
     from fleetbench.slurm.collect import collect
-    from fleetbench.slurm.display import print_collected
 
     run_dir = collect(controller, job_id, results_dir, dest, with_checkpoints)
     try:
@@ -234,8 +234,8 @@ def handle_info(args: argparse.Namespace, console: Console) -> int:
     """Print the partitions' nodes and their states."""
     from dataclasses import asdict
 
+    from fleetbench.cli.views.slurm import nodes_table
     from fleetbench.slurm import queries
-    from fleetbench.slurm.display import nodes_table
 
     nodes = queries.nodes(_controller(args))
     if args.json:

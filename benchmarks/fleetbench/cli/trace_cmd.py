@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
+from fleetbench.fsutil import check_writable_dir
 
 FORMATS = ("table", "md", "json")
 
@@ -61,22 +62,28 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def handle_summarize(args: argparse.Namespace, console: Console) -> int:
     """Summarise the traces on stdout (tables, Markdown or JSON); --record makes it a run with records."""
-    from fleetbench.profile.trace.render import print_report  # matplotlib loads only when a handler runs
+    from fleetbench.cli.views.trace import print_report  # matplotlib loads only when a handler runs
     from fleetbench.profile.trace.report import build_report
 
     fmt = "json" if args.json else args.format
     config = config_from_args(args) if args.record else None  # a bad config fails before any output
+    context = run_context(config, console) if config is not None else None
+    if context is not None:  # a results folder that cannot be written is refused before the work
+        check_writable_dir(context.run_dir, "results dir", "--results-dir")
     report = build_report(
         list(args.paths), args.window, args.top, args.out_dir, chart=not args.no_chart, one_trace_per_rank=args.record
     )
+    records = []
+    if config is not None and context is not None:
+        from fleetbench.profile.trace.record import TraceSettings, record_job
+
+        settings = TraceSettings(paths=[str(p) for p in args.paths], window=args.window, top=args.top)
+        records = record_job(report, settings)(config, context).records
     if fmt == "json":
         print(report.to_json())
     else:
         print_report(Console(width=None if sys.stdout.isatty() else 160), report, fmt)
-    if config is not None:
-        from fleetbench.profile.trace.record import TraceSettings, record_report
-
-        settings = TraceSettings(paths=[str(p) for p in args.paths], window=args.window, top=args.top)
-        for record in record_report(config, report, settings):
-            print_record_path(console, config, record)
+    for record in records:
+        assert context is not None
+        print_record_path(console, record, context.results_dir)
     return 0

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fleetbench.cli.options import add_run_options, config_from_args, print_record_path
+from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
@@ -99,18 +99,27 @@ def handle(args: argparse.Namespace, console: Console) -> int:
 
     if DistEnv.from_environ().launched:
         return handle_rank(config, console)
-    record = train_job.run(config, console)
+    context = run_context(config, console)
+    result = train_job.run(config, context)
+    show_closing(console, result.view.closing)
+    record = result.record
     if config.train.profile_steps is not None:
-        show_rank_breakdown(console, config.run.results_dir / record.run_id / "profile")
-    print_record_path(console, config, record)
+        show_rank_breakdown(console, context.results_dir / record.run_id / "profile")
+    print_record_path(console, record, context.results_dir)
     if record.rank != 0:
         log.info("rank 0 ran on another node; this is rank %d's record", record.rank)
     return 0
 
 
+def show_closing(console: Console, lines: list[str]) -> None:
+    """Rank 0's closing lines: the run's summary, and where the profiled steps' traces are."""
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
 def show_rank_breakdown(console: Console, folder: Path) -> None:
     """Where each rank's profiled steps went (compute, FSDP2's communication, idle) and the straggler."""
-    from fleetbench.profile.trace.render import print_report
+    from fleetbench.cli.views.trace import print_report
     from fleetbench.profile.trace.report import build_report
 
     if not any(folder.glob("rank-*.pt.trace.json*")):
@@ -125,12 +134,17 @@ def handle_rank(config: FleetbenchConfig, console: Console) -> int:
     """One rank under torchrun: its one-line error goes where the launcher reads it, and is printed
     here only when torchrun was started by hand (the launcher prints it once for every rank)."""
     from fleetbench.envvars import TRAIN_ERROR_DIR_ENV
+    from fleetbench.job import RunContext, SilentProgress
+    from fleetbench.progress import ConsoleProgress
     from fleetbench.train import run as train_job
-    from fleetbench.train.launch import write_worker_error
+    from fleetbench.train.handoff import write_worker_error
     from fleetbench.train.loop import Terminated
 
+    # Rank 0 shows the steps; the other ranks train in silence (their errors still reach the launcher).
+    shown = os.environ.get("RANK", "0") == "0"
+    context = RunContext.start(config, ConsoleProgress(console) if shown else SilentProgress())
     try:
-        train_job.run(config, console)
+        result = train_job.run(config, context)
     except UserError as exc:
         write_worker_error(exc, exc.exit_code)
         if os.environ.get(TRAIN_ERROR_DIR_ENV):
@@ -151,6 +165,7 @@ def handle_rank(config: FleetbenchConfig, console: Console) -> int:
             first[:160],
         )
         return 1
+    show_closing(console, result.view.closing)
     return 0
 
 

@@ -12,14 +12,11 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
 from fleetbench.deploy.inventory import (
     check_flags,
@@ -127,8 +124,8 @@ class DeployResult:
         return self.rc == 0 and not any(h["failed"] or h["unreachable"] for h in self.hosts.values())
 
 
-class ProgressView:
-    """A live table fed by ansible-runner events: one line per host, its counts and current task."""
+class DeployProgress:
+    """What a playbook run has done so far, fed by ansible-runner events: each host's counts and last task."""
 
     def __init__(self) -> None:
         self.hosts: dict[str, HostProgress] = {}
@@ -159,15 +156,6 @@ class ProgressView:
             progress.skipped += 1
         progress.last = data.get("task", progress.last)
         return True
-
-    def table(self) -> Table:
-        """The live table: one row per host with its counts and last task."""
-        table = Table(title=f"task: {self.task}" if self.task else None)
-        for column in ("host", "ok", "changed", "failed", "unreachable", "last task"):
-            table.add_column(column)
-        for host, p in sorted(self.hosts.items()):
-            table.add_row(host, str(p.ok), str(p.changed), str(p.failed), str(p.unreachable), p.last)
-        return table
 
 
 def _message(result: dict[str, Any]) -> str:
@@ -236,8 +224,8 @@ def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, w
     playbook: str,
     inventory: Path,
     artifacts_dir: Path,
-    console: Console,
     *,
+    watch: Callable[[DeployProgress], None] | None = None,
     check: bool = False,
     extra_vars: dict[str, str] | None = None,
     limit: str | None = None,
@@ -245,7 +233,7 @@ def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, w
     tags: str | None = None,
     skip_tags: str | None = None,
 ) -> DeployResult:
-    """Run `playbook` on `inventory` through ansible-runner, with a live per-host table.
+    """Run `playbook` on `inventory` through ansible-runner; `watch` sees the progress after each event.
 
     The runner's artifacts go under `artifacts_dir`. Raises UserError when ansible-playbook did not run
     at all (no stats); a run in which hosts failed returns normally (see DeployResult.ok).
@@ -263,27 +251,27 @@ def run_playbook(  # noqa: PLR0913 - one keyword per `fleetbench deploy` flag, w
     # One folder per playbook run, named so that several deploys under one run id (edge, then
     # collect) stay apart and read in order: artifacts/<playbook>-<UTC time>/.
     ident = f"{book.stem}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S%fZ')}"
-    view = ProgressView()
-    with Live(view.table(), console=console, refresh_per_second=4, transient=True) as live:
+    view = DeployProgress()
 
-        def on_event(event: dict[str, Any]) -> bool:
-            view.handle(event)
-            live.update(view.table())
-            return True
+    def on_event(event: dict[str, Any]) -> bool:
+        view.handle(event)
+        if watch is not None:
+            watch(view)
+        return True
 
-        runner = ansible_runner.run(
-            private_data_dir=str(artifacts_dir),
-            ident=ident,
-            project_dir=str(root),
-            playbook=str(book),
-            inventory=str(inventory),
-            envvars=ansible_env(root),
-            extravars=extra_vars or {},
-            cmdline=" ".join(cmdline) or None,
-            limit=limit,
-            event_handler=on_event,
-            quiet=True,
-        )
+    runner = ansible_runner.run(
+        private_data_dir=str(artifacts_dir),
+        ident=ident,
+        project_dir=str(root),
+        playbook=str(book),
+        inventory=str(inventory),
+        envvars=ansible_env(root),
+        extravars=extra_vars or {},
+        cmdline=" ".join(cmdline) or None,
+        limit=limit,
+        event_handler=on_event,
+        quiet=True,
+    )
     stats = runner.stats or {}
     if not stats and runner.rc != 0:
         tail = " ".join(plain(runner.stdout.read() if runner.stdout else "").split())[-400:]
@@ -316,14 +304,3 @@ def _host_counts(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
         for host, count in (stats.get(key) or {}).items():
             hosts.setdefault(host, dict.fromkeys(STAT_KEYS.values(), 0))[column] = count
     return hosts
-
-
-def summary_table(result: DeployResult) -> Table:
-    """The closing per-host table of ok, changed, failed, unreachable and skipped counts."""
-    table = Table(title=f"deploy: {result.status} (rc {result.rc})")
-    for column in ("host", *STAT_KEYS.values()):
-        table.add_column(column, justify="left" if column == "host" else "right")
-    for host, counts in sorted(result.hosts.items()):
-        style = "red" if counts["failed"] or counts["unreachable"] else None
-        table.add_row(host, *(str(counts[c]) for c in STAT_KEYS.values()), style=style)
-    return table

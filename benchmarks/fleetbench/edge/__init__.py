@@ -5,10 +5,11 @@ which picks Vulkan on Linux/Android, Metal on macOS and D3D12 on Windows; on a m
 that is lavapipe (Mesa's software Vulkan). Importing this package is cheap: wgpu, numpy, torch and
 ExecuTorch are imported by the modules that need them.
 
-The job's entry is `run.run(config, console)`; it plans (plan: adapter, dtypes, timing, the kernel
-set, compiled pipelines; quick set), measures (measure: bind, warm up, check, time until stable),
-runs the model paths (models: MPS, ExecuTorch), records (export: metrics and headline) and writes
-(outputs: JSON, CSV, PNG) and shows (display) the results. stage is the demo's edge stage.
+The job's entry is `run.JOB: (config, context) -> JobResult` (fleetbench/job.py); it plans (plan:
+adapter, dtypes, timing, the kernel set, compiled pipelines; quick set), measures (measure: bind,
+warm up, check, time until stable), runs the model paths (models: MPS, ExecuTorch), records (export:
+metrics and headline) and writes (outputs: JSON, CSV, PNG) the results, and returns them for the CLI
+to show (cli/views/edge.py). stage is the demo's edge stage.
 Underneath: paths (kernels and SPIR-V folders), gpu (adapter choice, report, device), vulkan (device
 extensions through libvulkan), kernels (the kernel set, sources, inputs, numpy references), spirv
 (glslc), timing (timestamp and wall-clock timers, statistics, stable-median tries), rows (a kernel's

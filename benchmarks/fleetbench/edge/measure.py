@@ -8,14 +8,12 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from rich.console import Console
-
 from fleetbench.edge import kernels, timing
 from fleetbench.edge.export import record_kernel
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.plan import Compiled, EdgePlan
 from fleetbench.edge.rows import PERCENTILES, KernelRow
-from fleetbench.progress import item_progress
+from fleetbench.job import Progress
 from fleetbench.telemetry.session import BenchmarkRun
 
 
@@ -123,26 +121,25 @@ def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | 
     return row
 
 
-def run_kernels(plan: EdgePlan, run: BenchmarkRun, console: Console) -> list[KernelRow]:
-    """Run every compiled problem under a progress bar, recording each row's metrics as it finishes."""
+def run_kernels(plan: EdgePlan, run: BenchmarkRun, progress: Progress) -> list[KernelRow]:
+    """Run every compiled problem as one progress task, recording each row's metrics as it finishes."""
     rows: list[KernelRow] = []
     if not plan.compiled:
         return rows
-    with item_progress(console, "edge") as progress:
-        task = progress.add_task("", total=len(plan.compiled))
+    with progress.task("edge", total=len(plan.compiled)) as task:
         for item in plan.compiled:
             label = item.problem.label
             if plan.cfg.cooldown_s > 0:
-                progress.update(task, description=f"{label}: cooldown")
+                task.update(f"{label}: cooldown")
                 time.sleep(plan.cfg.cooldown_s)
-            progress.update(task, description=f"{label}: warm-up and check")
+            task.update(f"{label}: warm-up and check")
 
             def show_try(n: int, label: str = label) -> None:
-                progress.update(task, description=f"{label}: try {n}")
+                task.update(f"{label}: try {n}")
 
             row = run_problem(plan, item, on_try=show_try)
             rows.append(row)
             record_kernel(run, row)
             run.step_done()
-            progress.advance(task)
+            task.advance()
     return rows

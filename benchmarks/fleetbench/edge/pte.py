@@ -19,7 +19,7 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -124,9 +124,11 @@ def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge
     seed: int,
     batch: int,
     strict: bool,
-    status: Any = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> list[ExportResult]:
-    """One .pte per partitioner; partitioners the host cannot lower to are skipped (or refused when strict)."""
+    """One .pte per partitioner; partitioners the host cannot lower to are skipped (or refused when strict).
+
+    `on_step` hears what is being done (a progress task's `update`)."""
     require_executorch()
     import torch
 
@@ -149,8 +151,8 @@ def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge
         if problems[name] is not None:
             results.append(ExportResult(name, None, skipped=problems[name]))
             continue
-        if status is not None:
-            status.update(f"lowering {built.name} with the {name} partitioner ...")
+        if on_step is not None:
+            on_step(f"lowering {built.name} with the {name} partitioner ...")
         started = time.perf_counter()
         sink: list[str] = []
         try:

@@ -9,25 +9,60 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
-
-from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge import gpu, outputs
-from fleetbench.edge.display import log_adapter, show_results
 from fleetbench.edge.export import peak_ratios, record_adapter, record_kernel_headline, record_peak_ratios
 from fleetbench.edge.measure import run_kernels
 from fleetbench.edge.models import run_mps_path, run_program
 from fleetbench.edge.plan import EdgePlan, plan_edge
 from fleetbench.edge.rows import KernelRow
-from fleetbench.errors import UserError
-from fleetbench.results.record import ResultRecord
+from fleetbench.job import Job, JobFailed, JobResult, RunContext
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "edge"
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EdgeOutcome:
+    """What an edge run measured, as its tables need it."""
+
+    device: str
+    backend: str
+    timing: str
+    rows: list[KernelRow]
+    ratios: dict[str, float]
+    models: list[dict[str, Any]]
+
+
+def yes_no(flag: bool) -> str:
+    """`yes` or `no`, as the adapter lines spell a flag."""
+    return "yes" if flag else "no"
+
+
+def log_adapter(rep: gpu.AdapterReport, timing: str) -> None:
+    """Log the adapter, its timing source and the features the kernel set depends on."""
+    how = " (GPU timestamp queries)" if timing == "timestamp" else " (host clock around a synchronised submit)"
+    log.info(
+        "adapter %s (%s, %s, driver %s); timing: %s%s",
+        rep.device,
+        rep.backend,
+        rep.adapter_type,
+        rep.driver,
+        timing,
+        how,
+    )
+    coop = ", ".join(f"{ext} {'unknown' if v is None else yes_no(v)}" for ext, v in rep.cooperative_matrix.items())
+    log.info(
+        "features: %s%s%s",
+        ", ".join(f"{f} {yes_no(rep.has(f))}" for f in ("shader-f16", "subgroup", "timestamp-query")),
+        f" (subgroup size {rep.subgroup_size})" if rep.subgroup_size else "",
+        f"; {coop}" if coop else "",
+    )
 
 
 def _adapter_summary(rep: gpu.AdapterReport | None) -> dict[str, Any] | None:
@@ -79,19 +114,22 @@ def wrong_kernels(rows: list[KernelRow]) -> list[str]:
     ]
 
 
-def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
-    """Plan, time the kernels, run the model paths, record and write everything; wrong results fail last."""
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]:
+    """Plan, time the kernels, run the model paths, record and write everything; wrong results fail last
+    (JobFailed: the record says failed, and what was measured is still returned)."""
     cfg = config.edge
     plan = plan_edge(cfg)
     device, backend = plan.runs_on()
     models: list[dict[str, Any]] = []
-    with open_run(config, BENCHMARK, cfg, device, backend) as bench:
+    failures: list[str] = []
+    bench = open_run(config, context, BENCHMARK, cfg, device, backend)
+    with bench:
         if plan.adapter is not None:
             log_adapter(plan.adapter, plan.timing)
             record_adapter(bench, plan.adapter)
         for note in plan.notes:
             log.warning(note)
-        rows = run_kernels(plan, bench, console)
+        rows = run_kernels(plan, bench, context.progress)
         ratios = peak_ratios(rows)
         record_peak_ratios(bench, rows)
         record_kernel_headline(bench, rows)
@@ -113,7 +151,12 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
             }
         )
         write_outputs(bench, plan, rows, models, ratios, device)
-        show_results(console, plan, rows, ratios, models)
         if failures:
-            raise UserError("wrong results: " + "; ".join(failures), exit_code=1)
-    return bench.result()
+            bench.finish(error="wrong results: " + "; ".join(failures))
+    result = JobResult([bench.result()], EdgeOutcome(device, backend, plan.timing, rows, ratios, models))
+    if failures:
+        raise JobFailed("wrong results: " + "; ".join(failures), result)
+    return result
+
+
+JOB: Job[EdgeOutcome] = run

@@ -20,13 +20,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from fleetbench import jsonio
 from fleetbench.envvars import DEBIAN_MIRROR_ENV, DEBIAN_SECURITY_MIRROR_ENV
 from fleetbench.errors import UserError
 from fleetbench.images.specs import LOCAL_BASE_TAG, local_base
+from fleetbench.job import Progress, SilentProgress
 
 if TYPE_CHECKING:
     import docker
@@ -103,9 +101,14 @@ def base_exists(client: docker.DockerClient, ref: str) -> bool:
 
 
 def ensure_base(
-    client: docker.DockerClient, namespace: str, work_dir: Path, console: Console, rebuild: bool = False
+    client: docker.DockerClient,
+    namespace: str,
+    work_dir: Path,
+    rebuild: bool = False,
+    progress: Progress | None = None,
 ) -> tuple[str, bool]:
     """The local base's reference, built first when missing; returns (ref, built_now)."""
+    progress = progress or SilentProgress()
     ref = local_base(namespace)
     if not rebuild and base_exists(client, ref):
         log.debug("base %s: up to date (recipe %s)", ref, recipe_hash())
@@ -132,10 +135,10 @@ def ensure_base(
     work_dir.mkdir(parents=True, exist_ok=True)
     with _scratch(work_dir) as scratch:
         rootfs = scratch / "rootfs"
-        _debootstrap(rootfs, mirror, console)
+        _debootstrap(rootfs, mirror, progress)
         _slim(rootfs, mirror, security)
         archive = scratch / "rootfs.tar"
-        with console.status(f"base {ref}: packing and importing the root file system"):
+        with progress.task("base", f"{ref}: packing and importing the root file system"):
             subprocess.run(
                 ["tar", "--numeric-owner", "-C", str(rootfs), "-cf", str(archive), "."],
                 check=True,
@@ -158,7 +161,7 @@ def ensure_base(
     return ref, True
 
 
-def _debootstrap(rootfs: Path, mirror: str, console: Console) -> None:
+def _debootstrap(rootfs: Path, mirror: str, progress: Progress) -> None:
     argv = [
         "debootstrap",
         "--variant=minbase",
@@ -169,9 +172,7 @@ def _debootstrap(rootfs: Path, mirror: str, console: Console) -> None:
     ]
     tail: list[str] = []
     seen_verbs: set[str] = set()
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("debootstrap: starting", total=None)
+    with progress.task("base", "debootstrap: starting") as task:
         process = subprocess.Popen(
             argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True
         )
@@ -182,7 +183,7 @@ def _debootstrap(rootfs: Path, mirror: str, console: Console) -> None:
             if not line:
                 continue
             tail = [*tail[-29:], line]
-            progress.update(task, description=f"debootstrap: {line[:100]}")
+            task.update(f"debootstrap: {line[:100]}")
             verb = line.split()[1] if line.startswith("I: ") and len(line.split()) > 1 else line
             if verb not in seen_verbs:  # one line per phase in logs: Retrieving, Validating, Extracting, ...
                 seen_verbs.add(verb)

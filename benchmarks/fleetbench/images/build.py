@@ -19,16 +19,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
-
 from fleetbench.errors import UserError
 from fleetbench.images.base import ensure_base
 from fleetbench.images.engine import connect
 from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
 from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, ensure_wheelhouse
+from fleetbench.job import Progress, SilentProgress, Task
 
 if TYPE_CHECKING:
     import docker
@@ -177,11 +173,11 @@ def _ensure_upstream_base(client: docker.DockerClient, ref: str) -> None:
         ) from None
 
 
-def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, source and replaced files that tests and scripts pass by name
+def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, source, replaced files and progress that tests and scripts pass by name
     names: list[str],
     variant: str,
-    console: Console,
     *,
+    progress: Progress | None = None,
     context: Path | None = None,
     namespace: str = DEFAULT_NAMESPACE,
     base_image: str | None = None,
@@ -192,6 +188,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
 ) -> list[BuildResult]:
     """Build `names` (and the images they are built FROM) of `variant`; `source` overrides what the
     context's git says (version, revision, tag), e.g. for a snapshot of a checkout."""
+    progress = progress or SilentProgress()
     specs = resolve_build_order(names, variant)
     root = check_context((context or default_context()), specs)
     client = client or connect()
@@ -206,7 +203,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             base = base_image
             _ensure_upstream_base(client, base)
         elif variant == "cpu":
-            base, _ = ensure_base(client, namespace, root / "build", console)
+            base, _ = ensure_base(client, namespace, root / "build", progress=progress)
         else:
             base = base_image_for(spec, variant, namespace)
             _ensure_upstream_base(client, base)
@@ -221,7 +218,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
         }
         if spec.wheels:
             wheels = spec.wheels[variant]
-            house = ensure_wheelhouse(root, wheels, console)
+            house = ensure_wheelhouse(root, wheels, progress)
             wheel_key = wheels.key
             buildargs["WHEELHOUSE"] = house.context_path
         if spec.name == "profiler":
@@ -239,7 +236,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             no_cache=no_cache,
             extra_files=extra_files,
         )
-        result = _build_one(client, job, console)
+        result = _build_one(client, job, progress)
         built[spec.name] = result.tags[0]
         results.append(result)
     return results
@@ -263,7 +260,7 @@ class _BuildJob:
         return f"{self.spec.name} ({self.variant})"
 
 
-def _build_one(client: docker.DockerClient, job: _BuildJob, console: Console) -> BuildResult:
+def _build_one(client: docker.DockerClient, job: _BuildJob, progress: Progress) -> BuildResult:
     from docker.errors import APIError
 
     tag = job.tags[0]
@@ -274,17 +271,9 @@ def _build_one(client: docker.DockerClient, job: _BuildJob, console: Console) ->
     log.info("build %s from %s", tag, job.buildargs.get("BASE_IMAGE", "?"))
     with (
         log_path.open("w") as log_file,
-        Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(bar_width=24),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress,
+        progress.task("build", f"{job.label}: sending context", total=0) as task,
     ):
-        reader = _BuildStream(job, log_path, log_file, progress)
+        reader = _BuildStream(job, log_path, log_file, task)
         archive = context_archive(job.root, job.spec.dockerfile, job.wheel_key, job.extra_files)
         try:
             stream = client.api.build(
@@ -339,12 +328,11 @@ class _BuildStream:
     step's last TAIL_LINES lines are logged as an error before the one-line UserError.
     """
 
-    def __init__(self, job: _BuildJob, log_path: Path, log_file: TextIO, progress: Progress) -> None:
+    def __init__(self, job: _BuildJob, log_path: Path, log_file: TextIO, task: Task) -> None:
         self.job = job
         self.log_path = log_path
         self.log_file = log_file
-        self.progress = progress
-        self.task = progress.add_task(f"{job.label}: sending context", total=None)
+        self.task = task
         self.state = _StreamState()
 
     def consume(self, chunk: dict[str, Any]) -> None:
@@ -369,11 +357,8 @@ class _BuildStream:
             state.step, state.steps = int(match["n"]), int(match["m"])
             state.instruction = match["instruction"]
             state.step_lines = []
-            self.progress.update(
-                self.task,
-                total=state.steps,
-                completed=state.step - 1,
-                description=f"{self.job.label}: {_short(state.instruction, 60)}",
+            self.task.update(
+                f"{self.job.label}: {_short(state.instruction, 60)}", completed=state.step - 1, total=state.steps
             )
             log.info("%s %s", self.job.spec.name, line)
             return
@@ -381,7 +366,7 @@ class _BuildStream:
             state.cached += 1
         state.step_lines.append(line)
         if line.startswith("Successfully built "):
-            self.progress.update(self.task, completed=state.steps)
+            self.task.update(f"{self.job.label}: built", completed=state.steps)
             state.image_id = state.image_id or line.split()[-1]
         log.debug("  %s", line)
 
@@ -390,7 +375,6 @@ class _BuildStream:
         error = " ".join(str(chunk.get("errorDetail", {}).get("message") or chunk["error"]).split())
         self.log_file.write(f"ERROR: {error}\n")
         self.log_file.flush()
-        self.progress.stop()
         tail = "".join(f"\n  {line}" for line in state.step_lines[-TAIL_LINES:])
         log.error("step %d/%d failed: %s%s", state.step, state.steps, state.instruction, tail)
         where = f"step {state.step}/{state.steps} `{_short(state.instruction)}`" if state.step else "the start"
@@ -400,21 +384,3 @@ class _BuildStream:
 def _short(text: str, limit: int = 100) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def results_table(results: list[BuildResult]) -> Table:
-    """The closing table: each image's tag, size against its budget, build time and steps from cache."""
-    table = Table(title="images built", caption="each also tagged :latest (:latest-cpu for the cpu variant)")
-    for column in ("image", "size", "budget", "build", "from cache"):
-        table.add_column(column, justify="left" if column == "image" else "right")
-    for result in results:
-        budget = f"{result.budget_mb} MB" if result.budget_mb else "-"
-        over = result.budget_mb is not None and result.size_bytes / 1e6 > result.budget_mb
-        table.add_row(
-            result.tags[0],
-            Text(f"{result.size_bytes / 1e6:.0f} MB", style="red" if over else ""),
-            budget,
-            f"{result.seconds:.1f} s",
-            f"{result.cached_steps}/{result.steps} steps",
-        )
-    return table

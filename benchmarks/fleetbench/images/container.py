@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
 from fleetbench.errors import UserError
 from fleetbench.images.engine import connect
 from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, get_spec
@@ -184,7 +182,6 @@ def benchmark_spec(name: str) -> ImageSpec:
 def run_image(
     name: str,
     args: list[str],
-    console: Console,
     *,
     client: docker.DockerClient | None = None,
     **options: Any,
@@ -249,7 +246,7 @@ def run_image(
     finally:
         with contextlib.suppress(APIError):
             container.remove(force=True)
-    console.print(f"[bold]run[/] {plan.image} exited with status {code}")
+    log.info("run %s exited with status %d", plan.image, code)
     return code
 
 

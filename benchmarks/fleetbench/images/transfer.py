@@ -8,12 +8,11 @@ works too.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
-
-from rich.console import Console
 
 from fleetbench.errors import UserError
 from fleetbench.images.container import find_image
@@ -22,6 +21,8 @@ from fleetbench.images.specs import DEFAULT_NAMESPACE, get_spec
 
 if TYPE_CHECKING:
     import docker
+
+log = logging.getLogger(__name__)
 
 CHUNK = 1 << 20
 
@@ -41,7 +42,6 @@ def image_refs(client: docker.DockerClient, names: list[str], namespace: str, va
 def save_images(
     names: list[str],
     output: str,
-    console: Console,
     *,
     namespace: str = DEFAULT_NAMESPACE,
     variant: str | None = None,
@@ -81,7 +81,7 @@ def save_images(
         except OSError as exc:
             raise UserError(f"-o {output}: cannot write ({exc.strerror})") from None
         partial.replace(path)
-    console.print(f"saved {', '.join(refs)}: {written / 1e6:.0f} MB -> {output}")
+    log.info("saved %s: %.0f MB -> %s", ", ".join(refs), written / 1e6, output)
     return written
 
 
@@ -90,7 +90,7 @@ def _chunks(stream: BinaryIO) -> Iterator[bytes]:
         yield chunk
 
 
-def load_images(source: str, console: Console, *, client: docker.DockerClient | None = None) -> list[str]:
+def load_images(source: str, *, client: docker.DockerClient | None = None) -> list[str]:
     """Load an archive written by `images save` (`-`: standard input); returns the loaded image names."""
     from docker.errors import APIError
 
@@ -121,5 +121,5 @@ def load_images(source: str, console: Console, *, client: docker.DockerClient | 
             stream.close()
     if not loaded:
         raise UserError(f"loading {source} failed: the archive has no image")
-    console.print(f"loaded {', '.join(loaded)}")
+    log.info("loaded %s", ", ".join(loaded))
     return loaded

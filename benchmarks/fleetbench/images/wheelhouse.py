@@ -30,12 +30,10 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 from fleetbench import jsonio
 from fleetbench.errors import UserError
 from fleetbench.images.specs import IMAGES, ImageSpec, Wheels
+from fleetbench.job import Progress, SilentProgress
 
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
 WHEELHOUSE_DIR = "build/wheelhouse"
@@ -146,7 +144,7 @@ def pins(files: list[str]) -> list[str]:
     return out
 
 
-def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelhouse:
+def ensure_wheelhouse(context: Path, wheels: Wheels, progress: Progress | None = None) -> Wheelhouse:
     """The wheelhouse of `wheels`, downloaded with pip unless its stamp matches the current inputs."""
     torch = torch_spec()
     common, additions = requirement_sets(context, wheels, torch)
@@ -169,7 +167,7 @@ def ensure_wheelhouse(context: Path, wheels: Wheels, console: Console) -> Wheelh
         for old in path.glob("**/*.whl"):
             if not (partial / old.name).exists():
                 os.link(old, partial / old.name)
-    downloads = _Downloads(partial, target, rel, console)
+    downloads = _Downloads(partial, target, rel, progress or SilentProgress())
     common_files = downloads.fetch(common, "common")
     per_image = {name: downloads.image_additions(name, reqs, common_files) for name, reqs in additions.items()}
     if wheels.torch_flavor == "cpu":
@@ -203,7 +201,7 @@ class _Downloads:
     partial: Path
     target: list[str]  # pip's platform, Python and ABI arguments
     rel: str  # the wheelhouse's path in the context, for labels
-    console: Console
+    progress: Progress
 
     def fetch(self, reqs: list[str], label: str, constraints: list[str] | None = None) -> list[str]:
         """Download `reqs` (pinned by `constraints` when given); the wheel file names pip saved."""
@@ -213,7 +211,7 @@ class _Downloads:
             constraints_file.write_text("\n".join(constraints) + "\n")
             extra = ["--constraint", str(constraints_file)]
         try:
-            return _download(self.partial, reqs, [*self.target, *extra], f"{self.rel} {label}", self.console)
+            return _download(self.partial, reqs, [*self.target, *extra], f"{self.rel} {label}", self.progress)
         finally:
             if constraints is not None:
                 constraints_file.unlink()
@@ -259,13 +257,11 @@ def _lay_out(partial: Path, common_files: list[str], per_image: dict[str, tuple[
     return layout
 
 
-def _download(dest: Path, reqs: list[str], target: list[str], label: str, console: Console) -> list[str]:
+def _download(dest: Path, reqs: list[str], target: list[str], label: str, progress: Progress) -> list[str]:
     argv = [sys.executable, "-m", "pip", "download", "--dest", str(dest), "--progress-bar", "off", *target, *reqs]
     saved: list[str] = []
     tail: list[str] = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task(f"wheelhouse {label}", total=None)
+    with progress.task("wheelhouse", label) as task:
         env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
         process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         assert process.stdout is not None
@@ -275,7 +271,7 @@ def _download(dest: Path, reqs: list[str], target: list[str], label: str, consol
             match = SAVED.match(line)
             if match:
                 saved.append(Path(match["path"]).name)
-                progress.update(task, description=f"wheelhouse {label}: {len(saved)} wheels ({saved[-1][:60]})")
+                task.update(f"{label}: {len(saved)} wheels ({saved[-1][:60]})")
         code = process.wait()
     if code != 0:
         errors = [line for line in tail if line.startswith("ERROR:")]

@@ -46,6 +46,15 @@ class ProbeResult:
         return self.iqr_s / self.median_s
 
 
+@dataclass(frozen=True)
+class ProbeView:
+    """What the probe job shows: every timed operation on its device."""
+
+    results: list[ProbeResult]
+    device: str
+    backend: str
+
+
 def count_flops(fn: Callable[[], object]) -> int:
     """FLOPs of one call of `fn`, as torch.utils.flop_counter counts them."""
     with FlopCounterMode(display=False) as counter:

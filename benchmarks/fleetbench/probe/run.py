@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import torch
-from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import resolve_device
-from fleetbench.probe.compute import ProbeResult, copy_probe, matmul_probe
-from fleetbench.probe.display import probe_table
-from fleetbench.progress import item_progress
-from fleetbench.results.record import ResultRecord
+from fleetbench.job import Job, JobResult, RunContext
+from fleetbench.probe.compute import ProbeResult, ProbeView, copy_probe, matmul_probe
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "probe"
@@ -32,7 +29,7 @@ def record_probe(run: BenchmarkRun, result: ProbeResult) -> None:
         run.add_headline("fleetbench_probe_achieved_bytes_per_second", result.bytes_per_second, byte_rates, **labels)
 
 
-def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[ProbeView]:
     """Time every configured matmul and copy, one run folder, one record."""
     probe_cfg = config.probe
     device = resolve_device(probe_cfg.device)
@@ -40,19 +37,18 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     threads = probe_cfg.threads or torch.get_num_threads()
     jobs = [("matmul", n) for n in probe_cfg.matmul_sizes] + [("copy", mib) for mib in probe_cfg.copy_mib]
     results: list[ProbeResult] = []
-    with open_run(config, BENCHMARK, probe_cfg, device.name, device.backend) as bench:
+    with open_run(config, context, BENCHMARK, probe_cfg, device.name, device.backend) as bench:
         if device.backend == "cuda":
             torch.cuda.reset_peak_memory_stats(device.torch_device)
-        with item_progress(console, "probe") as progress:
-            task = progress.add_task("", total=len(jobs))
+        with context.progress.task(BENCHMARK, total=len(jobs)) as task:
             for kind, size in jobs:
-                progress.update(task, description=f"{kind} {size}")
+                task.update(f"{kind} {size}")
                 probe = matmul_probe if kind == "matmul" else copy_probe
                 result = probe(size, dtype, device, probe_cfg.min_run_time_s, threads)
                 results.append(result)
                 record_probe(bench, result)
                 bench.step_done()
-                progress.advance(task)
+                task.advance()
         if device.backend == "cuda":
             bench.metrics.set(
                 "fleetbench_memory_peak_allocated_bytes", torch.cuda.max_memory_allocated(device.torch_device)
@@ -70,5 +66,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 ),
             }
         )
-    console.print(probe_table(results, device.name, device.backend))
-    return bench.result()
+    return JobResult([bench.result()], ProbeView(results, device.name, device.backend))
+
+
+JOB: Job[ProbeView] = run

@@ -1,6 +1,6 @@
 """The profiling job: macro traces (torch.profiler), micro analysis (Nsight Compute), roofline.
 
-Jobs (each `run(config, console) -> ResultRecord`):
+Jobs (each `JOB: (config, context) -> JobResult`, the contract of fleetbench/job.py):
   run            `fleetbench profile`: capture, trace summary, peaks, analytical roofline (steps A, C)
   ncu/run        `fleetbench ncu run`: capture under Nsight Compute, then its summary (step B)
   roofline/run   `fleetbench roofline`: from an ncu report, from a profile run's ops, or peaks only
@@ -18,7 +18,7 @@ Modules they share:
   peaks          measured local peaks (the probe's matmul, copy and triad), cached per device
   roofline/      roofline points (ncu or analytical), ridge classification and the log-log PNG
   export         the metrics and headline figures every profiling run records
-  display        the rich tables the commands print
+What the commands show (tables) is the CLI's: fleetbench/cli/views/profile.py and trace.py.
 Folders: results/<run_id>/profile/, .../ncu/, .../roofline/.
 
 Reading a report needs no torch (a profiler host may not have it): `ncu summarize` and

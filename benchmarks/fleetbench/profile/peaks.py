@@ -25,10 +25,10 @@ from fleetbench.runinfo import utc_now
 
 if TYPE_CHECKING:  # torch and the probe load when peaks are measured, not when this module is imported
     import torch
-    from rich.console import Console
 
     from fleetbench.config.schema import ProfileConfig
     from fleetbench.devices import DeviceInfo
+    from fleetbench.job import Progress
     from fleetbench.probe.compute import ProbeResult
 
 log = logging.getLogger(__name__)
@@ -195,10 +195,10 @@ def measured_peaks(
     )
 
 
-def local_peaks(cfg: ProfileConfig, device: DeviceInfo, workload_dtype: str | None, console: Console) -> Peaks:
-    """This device's measured peaks, cached per device, with a status line while they are measured."""
+def local_peaks(cfg: ProfileConfig, device: DeviceInfo, workload_dtype: str | None, progress: Progress) -> Peaks:
+    """This device's measured peaks, cached per device, shown as a task while they are measured."""
     request = default_request(device, cfg.peak_matmul_size, cfg.peak_copy_mib, cfg.peak_min_run_time_s, workload_dtype)
-    with console.status(f"[bold]peaks[/] of {device.name} (cached per device)"):
+    with progress.task("peaks", f"of {device.name} (cached per device)"):
         return measured_peaks(
             device,
             request,

@@ -9,24 +9,22 @@ so a script or module that fails leaves no folder behind.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
-
-from rich.console import Console
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import DeviceInfo, resolve_device
 from fleetbench.fsutil import check_writable_dir
-from fleetbench.profile.capture import Recording, record, write_capture
+from fleetbench.job import Job, JobResult, Progress, RunContext
+from fleetbench.profile.capture import CaptureResult, Recording, record, write_capture
 from fleetbench.profile.classify import thresholds_of
-from fleetbench.profile.datasheet import peaks_from_datasheet
-from fleetbench.profile.display import ProfileOutcome, show_profile
+from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.export import record_ops, record_peaks, record_trace, write_json
 from fleetbench.profile.peaks import local_peaks
-from fleetbench.profile.roofline.analysis import analytical_roofline, op_rows, plot_roofline
-from fleetbench.profile.trace_summary import summarize_trace
+from fleetbench.profile.roofline.analysis import Roofline, analytical_roofline, op_rows, plot_roofline
+from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
 from fleetbench.profile.workloads import UserCodeFailed, Workload, resolve_workload
-from fleetbench.results.record import ResultRecord
-from fleetbench.runinfo import new_run_id
 from fleetbench.telemetry.session import open_run
 
 BENCHMARK = "profile"
@@ -34,41 +32,52 @@ BENCHMARK = "profile"
 log = logging.getLogger(__name__)
 
 
-def _record(workload: Workload, config: FleetbenchConfig, device: DeviceInfo, console: Console) -> Recording:
+@dataclass(frozen=True)
+class ProfileOutcome:
+    """What one `fleetbench profile` run found, as its closing display needs it."""
+
+    summary: TraceSummary
+    capture: CaptureResult
+    peaks: Peaks
+    roofline: Roofline
+    rows: list[dict[str, Any]]  # the top ops, from roofline.analysis.op_rows
+    device: str
+    run_dir: Path
+    top: int
+
+
+def _record(workload: Workload, config: FleetbenchConfig, device: DeviceInfo, progress: Progress) -> Recording:
     """Run the workload under torch.profiler, before the run folder exists.
 
     A script or module that fails leaves nothing behind: its own traceback (its frames only) is
     shown at the info level, then its one-line error.
     """
     try:
-        with console.status("[bold]torch.profiler[/]") as status:
-            return record(
-                workload, config.profile, device, lambda text: status.update(f"[bold]torch.profiler[/] {text}")
-            )
+        with progress.task("torch.profiler") as task:
+            return record(workload, config.profile, device, task.update)
     except UserCodeFailed as exc:
         if exc.traceback:
             log.info("%s", exc.traceback)
         raise
 
 
-def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[ProfileOutcome]:
     """Capture the configured workload, summarise the trace, classify the top ops on the roofline."""
     cfg = config.profile
     device = resolve_device(cfg.device)
     workload = resolve_workload(config, device)  # validates inputs before any folder is created
     thresholds = thresholds_of(cfg)
-    run_id = config.run.run_id or new_run_id()
-    check_writable_dir(config.run.results_dir / run_id, "results dir", "--results-dir")
+    check_writable_dir(context.run_dir, "results dir", "--results-dir")
     log.info("profile: %s on %s (%s)", workload.description, device.name, device.backend)
-    recording = _record(workload, config, device, console)  # the run folder is made once this succeeded
-    with open_run(config, BENCHMARK, cfg, device.name, device.backend, run_id=run_id) as bench:
+    recording = _record(workload, config, device, context.progress)  # the run folder is made once this succeeded
+    with open_run(config, context, BENCHMARK, cfg, device.name, device.backend) as bench:
         out_dir = bench.run_dir / "profile"
         result = write_capture(recording, cfg, device, out_dir)
         summary = summarize_trace(result.files["trace"], top=cfg.top)
         if summary.note:
             log.info(summary.note)
         result.files["trace_summary"] = write_json(out_dir / "trace_summary.json", summary.to_dict())
-        peaks = local_peaks(cfg, device, workload.dtype, console)
+        peaks = local_peaks(cfg, device, workload.dtype, context.progress)
         roofline = analytical_roofline(result.ops, peaks, thresholds)
         result.files["roofline_json"] = write_json(out_dir / "roofline.json", roofline.to_dict())
         result.files["roofline_png"] = plot_roofline(roofline, out_dir / "roofline.png", cfg.roofline_labels)
@@ -101,5 +110,8 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 "notes": result.notes + workload.notes,
             }
         )
-    show_profile(console, ProfileOutcome(summary, result, peaks, roofline, rows, device.name, bench.run_dir), cfg.top)
-    return bench.result()
+    outcome = ProfileOutcome(summary, result, peaks, roofline, rows, device.name, bench.run_dir, cfg.top)
+    return JobResult([bench.result()], outcome)
+
+
+JOB: Job[ProfileOutcome] = run

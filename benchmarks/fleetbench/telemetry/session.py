@@ -24,9 +24,10 @@ from fleetbench.catalogue import HEADLINES, spec
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
 from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
+from fleetbench.job import RunContext
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, append_record, default_spool_dir, prepare_run_dir
-from fleetbench.runinfo import git_revision, host_name, new_run_id, package_versions, utc_now
+from fleetbench.runinfo import git_revision, host_name, package_versions, utc_now
 from fleetbench.telemetry.push import JOB, BackgroundPusher, PushOutcome, PushPolicy
 from fleetbench.telemetry.recorder import MetricRecorder, RunIdentity
 from fleetbench.telemetry.spool import Spool, check_spool_dir
@@ -127,31 +128,30 @@ def grouping_key(identity: RunIdentity) -> dict[str, str]:
     }
 
 
-def open_run(  # noqa: PLR0913 - the jobs of other packages pass device and backend positionally; rank and run_id are keyword-only, for torchrun ranks
+def open_run(  # noqa: PLR0913 - the jobs of other packages pass device and backend positionally; rank is keyword-only, for torchrun ranks
     config: FleetbenchConfig,
+    context: RunContext,
     benchmark: str,
     settings: BaseModel,
     device: str,
     backend: str,
     *,
     rank: int = 0,
-    run_id: str | None = None,
 ) -> BenchmarkRun:
-    """The one way a job opens its run: identity, run id, folder and telemetry from the config.
+    """The one way a job opens its run: identity and folder from the run context, telemetry from the config.
 
-    `settings` is the job's own config section (recorded with the result); `run_id` overrides the
-    config's only where the ranks of one job agreed on it first. Use as `with open_run(...) as run:`,
-    then `run.result()` is the record.
+    `settings` is the job's own config section (recorded with the result). Use as
+    `with open_run(...) as run:`, then `run.result()` is the record.
     """
     identity = RunIdentity(
         benchmark=benchmark,
-        run_id=run_id or config.run.run_id or new_run_id(),
+        run_id=context.run_id,
         host=host_name(),
         device=device,
         backend=backend,
         rank=rank,
     )
-    return BenchmarkRun(identity, config.run.results_dir, config.telemetry, settings.model_dump(mode="json"))
+    return BenchmarkRun(identity, context.results_dir, config.telemetry, settings.model_dump(mode="json"))
 
 
 FULL_ERRNOS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT}  # the disk (or the file size limit) is full

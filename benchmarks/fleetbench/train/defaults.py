@@ -55,7 +55,7 @@ class Precision:
 
     @property
     def label(self) -> str:
-        """Short form for the console: `bf16 params, fp32 reduce` or `fp32`."""
+        """Short form for a person: `bf16 params, fp32 reduce` or `fp32`."""
         return "bf16 params, fp32 reduce" if self.bf16 else "fp32"
 
 

@@ -9,7 +9,6 @@ through files, so a failed rank surfaces here as that line and an exit status, n
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import signal
@@ -18,21 +17,20 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
-from rich.console import Console
 
-from fleetbench import jsonio
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import TrainConfig
 from fleetbench.envvars import TRAIN_ERROR_DIR_ENV as ERROR_DIR_ENV
 from fleetbench.errors import UserError
 from fleetbench.fsutil import check_writable_dir
-from fleetbench.results.record import ResultRecord
-from fleetbench.results.store import RECORDS_FILE, read_records
-from fleetbench.runinfo import new_run_id
+from fleetbench.job import JobResult, RunContext
 from fleetbench.train.checkpoint import check_resume, resume_run_id
+from fleetbench.train.handoff import agreed_run_id, failure_from_ranks, node_record
+from fleetbench.train.loop import TrainOutcome, run_worker
 from fleetbench.train.plan import check_launch, check_profile_device, resolve_plan
 
 # Each rank is `python -m fleetbench train --config FILE`: the same command the user ran.
@@ -168,41 +166,6 @@ def torchrun_args(cfg: TrainConfig, nproc: int, rdzv_id: str, config_path: Path)
     return [*args, "--module", WORKER_MODULE, WORKER_COMMAND, "--config", str(config_path)]
 
 
-def write_worker_error(exc: BaseException, exit_code: int) -> None:
-    """Called in a rank: leave the one-line reason where the launcher looks for it."""
-    folder = os.environ.get(ERROR_DIR_ENV)
-    if not folder:
-        return
-    rank = os.environ.get("RANK", "0")
-    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    message = str(exc) if isinstance(exc, UserError) else f"{type(exc).__name__}: {exc}"
-    path = Path(folder) / f"attempt{int(attempt):04d}-rank{int(rank):06d}.json"
-    path.write_text(
-        jsonio.dumps(
-            {
-                "rank": int(rank),
-                "attempt": int(attempt),
-                "exit_code": exit_code,
-                "user_error": isinstance(exc, UserError),
-                "message": " ".join(message.split()),
-            }
-        )
-    )
-
-
-def failure_from_ranks(error_dir: Path, described: str) -> UserError:
-    """A rank's one-line user error (exit 2) when one reported it, else how the ranks ended (exit 1)."""
-    reports = [json.loads(p.read_text()) for p in sorted(error_dir.glob("attempt*-rank*.json"))]
-    if reports:
-        last_attempt = max(r["attempt"] for r in reports)
-        reports = [r for r in reports if r["attempt"] == last_attempt]
-    user = [r for r in reports if r["user_error"]]
-    if user:
-        return UserError(user[0]["message"], exit_code=2)
-    first = f"; rank {reports[0]['rank']} reported: {reports[0]['message'][:300]}" if reports else ""
-    return UserError(described + first, exit_code=1)
-
-
 def describe_child_failure(exc: BaseException) -> str:
     """How each failed rank ended (exit status or signal, with the OOM killer's hint for SIGKILL)."""
     failures = getattr(exc, "failures", {}) or {}
@@ -218,23 +181,24 @@ def describe_child_failure(exc: BaseException) -> str:
     return "training failed: " + ("; ".join(parts) or str(exc).strip().splitlines()[0])
 
 
-def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
-    """Run the training job from this node; returns rank 0's record, or this node's first rank's."""
-    from fleetbench.train.loop import run_worker
+def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutcome]:
+    """Run the training job from this node; returns rank 0's record, or this node's first rank's.
 
+    The run is the one `train.resume` continues (or the one --run-id names), else `context`'s; its
+    ranks take it from the config file this launcher writes for them.
+    """
     cfg = config.train
     nproc, world = preflight(config)
-    run_id = resume_run_id(config)
+    named = resume_run_id(config)
     if cfg.node_rank == 0:  # the other nodes may not see the folder until the job runs
-        check_resume(config, run_id)
+        check_resume(config, named)
     # Nodes meet under one rendezvous id: the run id when the user named it (every node then has the
     # same), else a fixed name; rank 0's run id then wins in every rank (parallel.broadcast_object).
-    rdzv_id = run_id if (run_id or cfg.nnodes == 1) else "fleetbench-train"
-    run_id = run_id or new_run_id()
-    rdzv_id = rdzv_id or run_id
-    config = config.model_copy(update={"run": config.run.model_copy(update={"run_id": run_id})})
+    context = replace(context, run_id=named or context.run_id)
+    rdzv_id = context.run_id if (named or cfg.nnodes == 1) else "fleetbench-train"
+    config = context.pinned(config)
     if world == 1 and cfg.max_restarts == 0:
-        return run_worker(config, console)
+        return run_worker(config, context)
     if cfg.nnodes > 1 and cfg.node_rank > 0:
         assert cfg.rdzv_endpoint is not None
         log.info("waiting for node 0's rendezvous at %s (up to %g s)", cfg.rdzv_endpoint, cfg.rdzv_timeout_s)
@@ -264,32 +228,6 @@ def launch(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 "RDZV_ENDPOINT and that every node was started"
             ) from None
         # Rank 0 names the run for every rank; on another node that is not the id made up here.
-        run_id = agreed_run_id(error_dir) or run_id
-    return node_record(config.run.results_dir / run_id)
-
-
-RUN_ID_FILE = "run-id"
-
-
-def report_run_id(run_id: str) -> None:
-    """Called in a rank: tell the launcher of this node which run id the ranks agreed on."""
-    folder = os.environ.get(ERROR_DIR_ENV)
-    if folder:
-        Path(folder, RUN_ID_FILE).write_text(run_id, encoding="utf-8")
-
-
-def agreed_run_id(error_dir: Path) -> str | None:
-    """The run id this node's ranks reported, if any did."""
-    path = error_dir / RUN_ID_FILE
-    return path.read_text(encoding="utf-8").strip() or None if path.is_file() else None
-
-
-def node_record(run_dir: Path) -> ResultRecord:
-    """The latest successful record of the lowest rank that wrote here: rank 0's on its node."""
-    if not (run_dir / RECORDS_FILE).is_file():
-        raise UserError(f"training finished but no rank on this node wrote a record under {run_dir}")
-    records = [r for r in read_records(run_dir) if r.benchmark == "train" and r.status == "ok"]
-    if not records:
-        raise UserError(f"training finished but no rank wrote a successful record under {run_dir}")
-    lowest = min(r.rank for r in records)
-    return [r for r in records if r.rank == lowest][-1]
+        run_id = agreed_run_id(error_dir) or context.run_id
+    # The ranks showed what they had to show (their closing lines went to the inherited stdout).
+    return JobResult([node_record(context.results_dir / run_id)], TrainOutcome([]))

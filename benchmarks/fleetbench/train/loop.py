@@ -16,7 +16,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -24,24 +24,22 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
-from fleetbench.results.record import ResultRecord
-from fleetbench.runinfo import new_run_id
+from fleetbench.job import JobResult, Progress, RunContext
 from fleetbench.telemetry.recorder import MetricRecorder
 from fleetbench.telemetry.session import BenchmarkRun, open_run
+from fleetbench.train import step_rows
 from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
 from fleetbench.train.decoder import Decoder, param_counts
-from fleetbench.train.display import StepDisplay
 from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
+from fleetbench.train.handoff import report_run_id
 from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
 from fleetbench.train.knobs import BuildMeter, StepProbe, compile_report, probe_step
-from fleetbench.train.launch import report_run_id
 from fleetbench.train.memory import (
     MemoryKnobs,
     MemorySnapshot,
@@ -111,7 +109,7 @@ class Interval:
 
 @dataclass
 class Totals:
-    """The whole run's step counts and times, what telemetry, console and checkpoints cost, and its rows."""
+    """The whole run's step counts and times, what telemetry, the progress display and checkpoints cost, and its rows."""
 
     steps: int = 0
     wall_s: float = 0.0
@@ -121,7 +119,7 @@ class Totals:
     excluded_steps: int = 0  # steps the profiler slowed (warm-up and recorded)
     steady_cpu: CpuTimes = field(default_factory=CpuTimes)  # the steady steps' time, as the scheduler saw it
     telemetry_s: float = 0.0
-    console_s: float = 0.0
+    display_s: float = 0.0
     checkpoint_s: float = 0.0
     checkpoints: int = 0
     rows: list[StepRow] = field(default_factory=list)
@@ -192,14 +190,15 @@ def grad_norm(model: Decoder, clip: float | None) -> torch.Tensor:
 class Trainer:
     """One rank's training run: builds the model, resumes, steps, records, checkpoints and summarises."""
 
-    def __init__(self, config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, console: Console) -> None:
+    def __init__(self, config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, progress: Progress) -> None:
         self.cfg: TrainConfig = config.train
         self.plan = plan
         self.env = setup.env
         self.device = setup.device
         self.comm_backend = setup.comm_backend
         self.threads = setup.threads
-        self.console = console
+        self.progress = progress
+        self.closing: list[str] = []  # what rank 0 shows once the run is over
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
         self.precision = precision(self.cfg, setup.device)
@@ -382,11 +381,11 @@ class Trainer:
         title = f"train {plan.preset} on {self.world} x {self.device.name}"
         if self.device.backend == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device.torch_device)
-        display = StepDisplay(self.console, plan.steps, start_step, self.rank == 0, title)
+        display = self.progress.table("train", title, step_rows.COLUMNS, plan.steps, start_step)
         profiler = self.profiler
         assert profiler is not None, "run() makes the profiler (a no-op without train.profile_steps)"
         try:
-            with display, profiler:
+            with display as shown, profiler:
                 for step in range(start_step, plan.steps):
                     steps_done = step + 1
                     started = time.perf_counter()
@@ -402,9 +401,9 @@ class Trainer:
                     slowed = profiler.slows(steps_done) or probe is not None
                     cpu = CpuTimes.between(before, sched_sample())
                     interval.add(time.perf_counter() - started, data_s, slowed, cpu)
-                    console_started = time.perf_counter()
-                    display.step(steps_done)
-                    totals.console_s += time.perf_counter() - console_started
+                    display_started = time.perf_counter()
+                    shown.advance()
+                    totals.display_s += time.perf_counter() - display_started
                     if log_now:
                         assert norm is not None
                         # The global loss is a collective: its time is mostly waiting for the slowest
@@ -417,9 +416,9 @@ class Trainer:
                         if history is not None:
                             history.append(row)
                         totals.telemetry_s += time.perf_counter() - logged
-                        console_started = time.perf_counter()
-                        display.log(row)
-                        totals.console_s += time.perf_counter() - console_started
+                        display_started = time.perf_counter()
+                        shown.row(step_rows.cells(row), step_rows.line(row, plan.steps))
+                        totals.display_s += time.perf_counter() - display_started
                         totals.close_interval(interval, row, time.perf_counter() - logged)
                         interval = Interval()
                     if cfg.checkpoint_every and steps_done % cfg.checkpoint_every == 0:
@@ -598,7 +597,7 @@ class Trainer:
                 "peak_rss_bytes": memory.peak_rss,
                 "cpu_time": totals.steady_cpu.summary(),
                 "telemetry_overhead_ratio": totals.telemetry_s / totals.wall_s if totals.wall_s else None,
-                "console_overhead_ratio": totals.console_s / totals.wall_s if totals.wall_s else None,
+                "display_overhead_ratio": totals.display_s / totals.wall_s if totals.wall_s else None,
                 "checkpoints_written": totals.checkpoints,
                 "checkpoint_seconds": totals.checkpoint_s,
                 "checkpoint_dir": str(checkpoint_root),
@@ -623,7 +622,7 @@ class Trainer:
             f"{(tokens_per_s or 0):,.0f} tok/s, telemetry {run.summary['telemetry_overhead_ratio'] or 0:.2%} "
             f"of step time"
         )
-        self.console.print(summary_line, markup=False, highlight=False, soft_wrap=True)
+        self.closing.append(summary_line)
 
     def knobs_summary(self) -> dict[str, Any]:
         """`summary.knobs`: each FSDP2 knob's setting and what it did, as this rank measured it (`train/knobs.py`)."""
@@ -650,17 +649,21 @@ class Trainer:
         window = profiler.window
         if self.rank == 0 and window is not None and profiler.files:
             low, high = window.excluded
-            self.console.print(
+            self.closing.append(
                 f"profile: steps {window.first}..{window.last} of every rank in {profiler.out_dir} "
                 f"(rank-N.*.pt.trace.json.gz, rank-N.key_averages.txt); steps {low}..{high} left out of "
-                "tok/s, MFU and step time",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
+                "tok/s, MFU and step time"
             )
 
 
-def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
+@dataclass(frozen=True)
+class TrainOutcome:
+    """What a training process shows once it is over: rank 0's closing lines (none elsewhere)."""
+
+    closing: list[str]
+
+
+def run_worker(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutcome]:
     """Train as this process's rank (torchrun env) or as a world of one; returns this rank's record."""
     cfg = config.train
     env = DistEnv.from_environ()
@@ -674,23 +677,25 @@ def run_worker(config: FleetbenchConfig, console: Console) -> ResultRecord:
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     init_process_group(env, comm_backend, device, cfg.collective_timeout_s)
     try:
-        return _run(config, plan, setup, console)
+        return _run(config, plan, setup, context)
     finally:
         dist.destroy_process_group()
         signal.signal(signal.SIGTERM, previous_handler)
 
 
-def _run(config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, console: Console) -> ResultRecord:
+def _run(config: FleetbenchConfig, plan: TrainPlan, setup: RankSetup, context: RunContext) -> JobResult[TrainOutcome]:
     cfg = config.train
-    # Rank 0 names the run (or finds the one to resume) and every rank takes its name.
-    run_id = broadcast_object((resume_run_id(config) or new_run_id()) if dist.get_rank() == 0 else None)
+    # Rank 0's run (its launcher's choice, or the one to resume) is every rank's: ranks that torchrun
+    # started without a launcher each made up an id of their own.
+    run_id = broadcast_object((resume_run_id(config) or context.run_id) if dist.get_rank() == 0 else None)
+    context = replace(context, run_id=run_id)
     if setup.env.local_rank == 0:
         report_run_id(run_id)
     comparable = cfg.model_dump(mode="json")
     comparable.pop("node_rank")  # the one train field that differs between nodes
     agree("train config", comparable)
-    trainer = Trainer(config, plan, setup, console)
+    trainer = Trainer(config, plan, setup, context.progress)
     device = setup.device
-    with open_run(config, BENCHMARK, cfg, device.name, device.backend, rank=dist.get_rank(), run_id=run_id) as bench:
+    with open_run(config, context, BENCHMARK, cfg, device.name, device.backend, rank=dist.get_rank()) as bench:
         trainer.run(bench)
-    return bench.result()
+    return JobResult([bench.result()], TrainOutcome(trainer.closing))

@@ -37,7 +37,7 @@ class MemorySnapshot:
 
     @property
     def headline(self) -> int:
-        """What the console shows as 'peak memory': allocator peak on GPU, peak RSS on CPU."""
+        """What the step display shows as 'peak memory': allocator peak on GPU, peak RSS on CPU."""
         return self.peak_allocated if self.peak_allocated is not None else self.peak_rss
 
 

@@ -8,18 +8,20 @@ the record of this node's first rank.
 
 from __future__ import annotations
 
-from rich.console import Console
-
 from fleetbench.config.schema import FleetbenchConfig
-from fleetbench.results.record import ResultRecord
+from fleetbench.job import Job, JobResult, RunContext
+from fleetbench.train.loop import TrainOutcome
 from fleetbench.train.parallel import DistEnv
 
 
-def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutcome]:
     """Train as configured; returns this process's record (a rank) or the job's (the launcher)."""
     from fleetbench.train.launch import launch
     from fleetbench.train.loop import run_worker
 
     if DistEnv.from_environ().launched:
-        return run_worker(config, console)
-    return launch(config, console)
+        return run_worker(config, context)
+    return launch(config, context)
+
+
+JOB: Job[TrainOutcome] = run

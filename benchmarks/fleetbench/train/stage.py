@@ -9,14 +9,13 @@ import tempfile
 from pathlib import Path
 
 import yaml
-from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import PRESETS
 from fleetbench.errors import UserError
-from fleetbench.results.record import ResultRecord
+from fleetbench.job import Job, JobResult, RunContext
 from fleetbench.results.store import read_records
-from fleetbench.runinfo import new_run_id
+from fleetbench.train.loop import TrainOutcome
 
 STAGE_RANKS = 2
 STAGE_PROFILE_STEPS = (3, 4)
@@ -29,13 +28,11 @@ def stage_steps(config: FleetbenchConfig) -> int:
     return config.train.steps or PRESETS["tiny"].steps
 
 
-def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
+def run_train_stage(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutcome]:
     """Train the `tiny` preset on 2 CPU ranks (gloo, torchrun) into the run folder; rank 0's record.
 
-    The ranks print to the inherited stdout and stderr; `console` is unused, and kept because every
-    demo stage is called as (config, console).
+    The ranks show their steps and closing lines on the inherited stdout and stderr as they happen.
     """
-    run_id = config.run.run_id or new_run_id()
     train = config.train.model_copy(
         update={
             "preset": "tiny",
@@ -47,13 +44,13 @@ def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
             "rdzv_endpoint": None,
             # The demo shows a distributed checkpoint too (save time on the training dashboard).
             "checkpoint_final": True,
-            "log_every": 10,  # a readable console; every step still feeds the metrics and the plot
+            "log_every": 10,  # a readable display; every step still feeds the metrics and the plot
             # Two profiled steps show where FSDP2's step goes on each rank (the demo's trace stage).
             "profile_steps": STAGE_PROFILE_STEPS if stage_steps(config) > STAGE_PROFILE_STEPS[1] else None,
         }
     )
-    staged = config.model_copy(update={"run": config.run.model_copy(update={"run_id": run_id}), "train": train})
-    log.info("train: tiny preset, %d gloo ranks (torchrun), run %s", STAGE_RANKS, run_id)
+    staged = context.pinned(config.model_copy(update={"train": train}))
+    log.info("train: tiny preset, %d gloo ranks (torchrun), run %s", STAGE_RANKS, context.run_id)
     with tempfile.TemporaryDirectory(prefix="fleetbench-train-stage-") as scratch:
         config_path = Path(scratch) / "config.yaml"
         config_path.write_text(yaml.safe_dump(staged.model_dump(mode="json"), sort_keys=False))
@@ -61,11 +58,10 @@ def run_train_stage(config: FleetbenchConfig, console: Console) -> ResultRecord:
         done = subprocess.run([sys.executable, "-m", "fleetbench", "train", "--config", str(config_path)], check=False)
     if done.returncode != 0:
         raise UserError(f"train stage failed (exit status {done.returncode}); its error is the line above")
-    records = [
-        r
-        for r in read_records(config.run.results_dir / run_id)
-        if r.benchmark == "train" and r.rank == 0 and r.status == "ok"
-    ]
+    records = [r for r in read_records(context.run_dir) if r.benchmark == "train" and r.rank == 0 and r.status == "ok"]
     if not records:
-        raise UserError(f"train stage wrote no successful rank-0 record under {config.run.results_dir / run_id}")
-    return records[-1]
+        raise UserError(f"train stage wrote no successful rank-0 record under {context.run_dir}")
+    return JobResult([records[-1]], TrainOutcome([]))
+
+
+JOB: Job[TrainOutcome] = run_train_stage

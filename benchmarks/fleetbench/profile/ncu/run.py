@@ -10,22 +10,21 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
-from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig, ProfileConfig
 from fleetbench.devices import resolve_device
 from fleetbench.errors import UserError
+from fleetbench.job import Job, JobResult, RunContext
 from fleetbench.profile.classify import thresholds_of
-from fleetbench.profile.display import show_ncu
 from fleetbench.profile.export import record_ncu, write_json
 from fleetbench.profile.ncu.command import find_ncu, report_path, run_ncu
 from fleetbench.profile.ncu.readers import INSTALL_HINT
 from fleetbench.profile.ncu.summary import NcuSummary, overview, summarize_path
-from fleetbench.profile.roofline.analysis import Roofline, ncu_roofline, plot_roofline
-from fleetbench.results.record import ResultRecord
+from fleetbench.profile.roofline.analysis import ncu_roofline, plot_roofline
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "ncu"
@@ -33,10 +32,17 @@ BENCHMARK = "ncu"
 log = logging.getLogger(__name__)
 
 
-def export_summary(
-    bench: BenchmarkRun, summary: NcuSummary, cfg: ProfileConfig, out_dir: Path, console: Console
-) -> Roofline:
-    """Metrics, summary JSON, roofline PNG and JSON of a summarised report, then the tables."""
+@dataclass(frozen=True)
+class NcuOutcome:
+    """A summarised report as its display needs it: the kernels, how many to show, the files written."""
+
+    summary: NcuSummary
+    top: int
+    files: tuple[Path, ...]
+
+
+def export_summary(bench: BenchmarkRun, summary: NcuSummary, cfg: ProfileConfig, out_dir: Path) -> NcuOutcome:
+    """Metrics, summary JSON, roofline PNG and JSON of a summarised report; what to show of them."""
     record_ncu(bench, summary, cfg.top)
     summary_path = write_json(out_dir / "ncu_summary.json", summary.to_dict())
     roofline = ncu_roofline(summary)
@@ -50,8 +56,7 @@ def export_summary(
             "roofline": {"points": len(roofline.points), "notes": roofline.notes, "peaks": roofline.peaks},
         }
     )
-    show_ncu(console, summary, cfg.top, (summary_path, png))
-    return roofline
+    return NcuOutcome(summary, cfg.top, (summary_path, png))
 
 
 def target_program(config: FleetbenchConfig, out_dir: Path) -> list[str]:
@@ -70,8 +75,11 @@ def _local_gpu() -> tuple[str, str]:
     return local.name, local.backend
 
 
-def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
-    """Capture under ncu, then summarise the report into metrics, a roofline and the record."""
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[NcuOutcome | None]:
+    """Capture under ncu, then summarise the report into metrics, a roofline and the record.
+
+    The view is None where ncu_report is missing: the report is kept, and the record says how to summarise it.
+    """
     from fleetbench.profile.ncu.target import NVTX_INCLUDE  # the target imports torch; a summary needs neither
 
     cfg = config.profile
@@ -80,9 +88,10 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
         ncu = ncu.model_copy(update={"nvtx_include": NVTX_INCLUDE})
     find_ncu(ncu.executable)  # before any folder is made
     device, backend = _local_gpu()
-    with open_run(config, BENCHMARK, cfg, device, backend) as bench:
+    outcome = None
+    with open_run(config, context, BENCHMARK, cfg, device, backend) as bench:
         out_dir = bench.run_dir / "ncu"
-        program = list(ncu.program) or target_program(config, out_dir)
+        program = list(ncu.program) or target_program(context.pinned(config), out_dir)
         target = report_path(ncu.report if ncu.report is not None else out_dir / "report")
         log.info("ncu %s", " ".join(program))
         capture = run_ncu(ncu, target, program, echo=log.info)
@@ -101,17 +110,24 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
             log.warning(note)
         else:
             summary = summarize_path(capture.report, thresholds_of(cfg), cfg.ncu.gpu)
-            export_summary(bench, summary, cfg, out_dir, console)
-    return bench.result()
+            outcome = export_summary(bench, summary, cfg, out_dir)
+    return JobResult([bench.result()], outcome)
 
 
-def record_report(config: FleetbenchConfig, console: Console, report: Path) -> ResultRecord:
-    """`fleetbench ncu summarize --record`: an existing report becomes a run of its own."""
-    cfg = config.profile
-    summary = summarize_path(report, thresholds_of(cfg), cfg.ncu.gpu)
-    device = summary.devices[0] if summary.devices else "unknown"
-    with open_run(config, BENCHMARK, cfg, device, "cuda") as bench:
-        out_dir = bench.run_dir / "ncu"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        export_summary(bench, summary, cfg, out_dir, console)
-    return bench.result()
+JOB: Job[NcuOutcome | None] = run
+
+
+def summary_job(report: Path) -> Job[NcuOutcome]:
+    """`fleetbench ncu summarize --record`: the job that makes an existing report a run of its own."""
+
+    def record_report(config: FleetbenchConfig, context: RunContext) -> JobResult[NcuOutcome]:
+        cfg = config.profile
+        summary = summarize_path(report, thresholds_of(cfg), cfg.ncu.gpu)
+        device = summary.devices[0] if summary.devices else "unknown"
+        with open_run(config, context, BENCHMARK, cfg, device, "cuda") as bench:
+            out_dir = bench.run_dir / "ncu"
+            out_dir.mkdir(parents=True, exist_ok=True)
+            outcome = export_summary(bench, summary, cfg, out_dir)
+        return JobResult([bench.result()], outcome)
+
+    return record_report

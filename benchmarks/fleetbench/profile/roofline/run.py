@@ -3,18 +3,16 @@ ops of a profile run (`profile.roofline_ops`), or this device's peaks alone. Out
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
-
-from rich.console import Console
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import DeviceInfo, resolve_device
 from fleetbench.errors import UserError
+from fleetbench.job import Job, JobResult, Progress, RunContext
 from fleetbench.profile.capture import load_ops
 from fleetbench.profile.classify import thresholds_of
 from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
-from fleetbench.profile.display import show_roofline
 from fleetbench.profile.export import record_ncu, record_ops, record_peaks, write_json
 from fleetbench.profile.ncu.summary import NcuSummary, summarize_path
 from fleetbench.profile.peaks import local_peaks
@@ -26,11 +24,20 @@ from fleetbench.profile.roofline.analysis import (
     op_rows,
     plot_roofline,
 )
-from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "roofline"
+
+
+@dataclass(frozen=True)
+class RooflineOutcome:
+    """What the roofline job shows: the roofs it drew against, the chart's points, the chart."""
+
+    shown: list[Peaks]
+    roofline: Roofline
+    top: int
+    png: Path
 
 
 def resolve_ops_path(path: Path) -> tuple[Path, str | None]:
@@ -63,10 +70,10 @@ def _from_ncu(bench: BenchmarkRun, summary: NcuSummary, top: int) -> tuple[Roofl
 
 
 def _from_peaks(
-    bench: BenchmarkRun, config: FleetbenchConfig, device: DeviceInfo, ops: list[OpStat] | None, console: Console
+    bench: BenchmarkRun, config: FleetbenchConfig, device: DeviceInfo, ops: list[OpStat] | None, progress: Progress
 ) -> tuple[Roofline, list[Peaks]]:
     cfg = config.profile
-    peaks = local_peaks(cfg, device, None, console)
+    peaks = local_peaks(cfg, device, None, progress)
     shown = [peaks]
     record_peaks(bench, peaks)
     if device.backend == "cuda" and (sheet := peaks_from_datasheet(device.name)) is not None:
@@ -80,7 +87,7 @@ def _from_peaks(
     return analytical_roofline(ops, peaks, thresholds), shown
 
 
-def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[RooflineOutcome]:
     """Points from the report or the ops, roofs measured here (or the report's own), chart and record."""
     cfg = config.profile
     summary = (
@@ -98,14 +105,14 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
     else:
         assert device is not None
         name, backend = device.name, device.backend
-    with open_run(config, BENCHMARK, cfg, name, backend) as bench:
+    with open_run(config, context, BENCHMARK, cfg, name, backend) as bench:
         out_dir = bench.run_dir / "roofline"
         out_dir.mkdir(parents=True, exist_ok=True)
         if summary is not None:
             roofline, shown = _from_ncu(bench, summary, cfg.top)
         else:
             assert device is not None
-            roofline, shown = _from_peaks(bench, config, device, ops, console)
+            roofline, shown = _from_peaks(bench, config, device, ops, context.progress)
         png = plot_roofline(roofline, out_dir / "roofline.png", cfg.roofline_labels)
         bench.add_artifact(png)
         bench.add_artifact(write_json(out_dir / "roofline.json", roofline.to_dict()))
@@ -117,5 +124,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
                 "notes": roofline.notes,
             }
         )
-    show_roofline(console, shown, roofline, cfg.top, png)
-    return bench.result()
+    return JobResult([bench.result()], RooflineOutcome(shown, roofline, cfg.top, png))
+
+
+JOB: Job[RooflineOutcome] = run

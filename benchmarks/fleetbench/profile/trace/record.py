@@ -12,11 +12,10 @@ from pydantic import BaseModel
 
 from fleetbench.catalogue import HEADLINES
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.job import Job, JobResult, RunContext
 from fleetbench.profile.export import record_trace
 from fleetbench.profile.trace.report import TraceReport
 from fleetbench.profile.trace_summary import TraceSummary
-from fleetbench.results.record import ResultRecord
-from fleetbench.runinfo import new_run_id
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "trace"
@@ -63,13 +62,16 @@ def record_rank(run: BenchmarkRun, report: TraceReport, summary: TraceSummary) -
     )
 
 
-def record_report(config: FleetbenchConfig, report: TraceReport, settings: TraceSettings) -> list[ResultRecord]:
-    """One record per rank trace, all in one run (the config's run id, else a new one)."""
-    run_id = config.run.run_id or new_run_id()
-    records = []
-    for summary in report.summaries:
-        device, backend = _device(summary)
-        with open_run(config, BENCHMARK, settings, device, backend, rank=summary.rank, run_id=run_id) as run:
-            record_rank(run, report, summary)
-        records.append(run.result())
-    return records
+def record_job(report: TraceReport, settings: TraceSettings) -> Job[TraceReport]:
+    """The job that records a summarised set of traces: one record per rank trace, all in one run."""
+
+    def record_report(config: FleetbenchConfig, context: RunContext) -> JobResult[TraceReport]:
+        records = []
+        for summary in report.summaries:
+            device, backend = _device(summary)
+            with open_run(config, context, BENCHMARK, settings, device, backend, rank=summary.rank) as run:
+                record_rank(run, report, summary)
+            records.append(run.result())
+        return JobResult(sorted(records, key=lambda record: record.rank), report)
+
+    return record_report

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleetbench.profile.display import ABSENT, pct, seconds
+from fleetbench.cli.views.profile import ABSENT, pct, seconds
 from fleetbench.profile.trace.breakdown import DeviceBreakdown
 from fleetbench.profile.trace.ranks import RankComparison
 from fleetbench.profile.trace.report import TraceReport
@@ -210,3 +210,11 @@ def print_report(console: Console, report: TraceReport, fmt: str) -> None:
         console.print(to_rich(grid))
     for line in lines[1:]:
         console.print(line, markup=False, soft_wrap=True)
+
+
+def recorded_line(report: TraceReport) -> str:
+    """How many rank traces a run recorded, and its straggler if one stands out."""
+    straggler = report.ranks.straggler
+    return f"trace: {len(report.summaries)} rank traces recorded" + (
+        f"; straggler rank {straggler.rank} (+{straggler.gap_ratio:.1%} {straggler.metric})" if straggler else ""
+    )

@@ -1,18 +1,18 @@
-"""What `fleetbench probe` prints: one table of the timed operations."""
+"""What `fleetbench probe` shows: one table of the timed operations."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from fleetbench.probe.compute import ProbeResult
+from fleetbench.probe.compute import ProbeView
 
 
-def probe_table(results: list[ProbeResult], device: str, backend: str) -> Table:
+def probe_table(view: ProbeView) -> Table:
     """Median time, spread and achieved rates of every probe operation."""
-    table = Table(title=f"probe on {device} ({backend})")
+    table = Table(title=f"probe on {view.device} ({view.backend})")
     for column in ("probe", "dtype", "size", "median", "spread", "GFLOP/s", "GB/s"):
         table.add_column(column, justify="right" if column not in ("probe", "dtype") else "left")
-    for r in results:
+    for r in view.results:
         table.add_row(
             r.probe,
             r.dtype,

@@ -1,4 +1,4 @@
-"""The tables the profiling commands print (rich). Absent figures print as `absent`, never as 0.
+"""What the profiling commands show (rich tables). Absent figures print as `absent`, never as 0.
 
 Notes (what a run could not do, what it left off a chart) are logged where they arise, not printed here.
 """
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -19,8 +18,10 @@ from fleetbench.profile.ncu.guidance import top_rules
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
 
 if TYPE_CHECKING:  # annotations only: a report reader does not load the capture and roofline modules
-    from fleetbench.profile.capture import CaptureResult
+    from fleetbench.profile.ncu.run import NcuOutcome
     from fleetbench.profile.roofline.analysis import Roofline
+    from fleetbench.profile.roofline.run import RooflineOutcome
+    from fleetbench.profile.run import ProfileOutcome
     from fleetbench.profile.trace_summary import TraceSummary
 
 ABSENT = "absent"
@@ -236,20 +237,7 @@ def roofline_table(roofline: Roofline, top: int) -> Table:
     return table
 
 
-@dataclass(frozen=True)
-class ProfileOutcome:
-    """What one `fleetbench profile` run found, as its closing display needs it."""
-
-    summary: TraceSummary
-    capture: CaptureResult
-    peaks: Peaks
-    roofline: Roofline
-    rows: list[dict[str, Any]]  # the top ops, from roofline.analysis.op_rows
-    device: str
-    run_dir: Path
-
-
-def show_profile(console: Console, outcome: ProfileOutcome, top: int) -> None:
+def show_profile(console: Console, outcome: ProfileOutcome) -> None:
     """What `fleetbench profile` prints: the trace breakdown, peaks, roofline, where the files are,
     and last what limits the top ops and the fix for each (the answer a reader came for)."""
     files = outcome.capture.files
@@ -259,7 +247,7 @@ def show_profile(console: Console, outcome: ProfileOutcome, top: int) -> None:
         console.print(line)
     console.print(peaks_table([outcome.peaks]))
     if outcome.roofline.points:
-        console.print(roofline_table(outcome.roofline, top))
+        console.print(roofline_table(outcome.roofline, outcome.top))
     console.print(
         f"trace (ui.perfetto.dev): {files['trace']}\nroofline: {files['roofline_png']}\n"
         f"key_averages: {files['key_averages']}\nresult record: {outcome.run_dir / 'records.jsonl'}",
@@ -337,8 +325,9 @@ def kernel_notes(summary: NcuSummary, top: int) -> list[str]:
     return lines
 
 
-def show_ncu(console: Console, summary: NcuSummary, top: int, files: Iterable[Path]) -> None:
+def show_ncu(console: Console, outcome: NcuOutcome) -> None:
     """The kernels of an Nsight Compute report, their class and fix, NVIDIA's rules, and where the outputs went."""
+    summary, top, files = outcome.summary, outcome.top, outcome.files
     console.print(ncu_table(summary))
     console.print(fixes_table("kernels: class and main fix", ncu_fix_rows(summary, top)))
     rules = nvidia_table(summary, top)
@@ -350,9 +339,9 @@ def show_ncu(console: Console, summary: NcuSummary, top: int, files: Iterable[Pa
     console.print("\n".join(str(path) for path in files), soft_wrap=True)
 
 
-def show_roofline(console: Console, shown: list[Peaks], roofline: Roofline, top: int, png: Path) -> None:
+def show_roofline(console: Console, outcome: RooflineOutcome) -> None:
     """The roofs, the points under them and the chart's path."""
-    console.print(peaks_table(shown))
-    if roofline.points:
-        console.print(roofline_table(roofline, top))
-    console.print(f"roofline: {png}", soft_wrap=True)
+    console.print(peaks_table(outcome.shown))
+    if outcome.roofline.points:
+        console.print(roofline_table(outcome.roofline, outcome.top))
+    console.print(f"roofline: {outcome.png}", soft_wrap=True)

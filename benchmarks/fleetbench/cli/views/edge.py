@@ -1,8 +1,7 @@
-"""What `edge run` shows: the adapter (logged), the kernel and model tables, the GEMM/peak ratios."""
+"""What `edge run` shows: the kernel and model tables, the GEMM/peak ratios."""
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -11,13 +10,10 @@ from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
-from fleetbench.edge import gpu
 from fleetbench.edge.rows import KernelRow
 
 if TYPE_CHECKING:
-    from fleetbench.edge.plan import EdgePlan
-
-log = logging.getLogger(__name__)
+    from fleetbench.edge.run import EdgeOutcome
 
 
 def _ms(seconds: float) -> str:
@@ -90,44 +86,15 @@ def show(console: Console, renderable: Table) -> None:
     Console(file=console.file, width=min(max(needed, console.width), 400)).print(renderable)
 
 
-def yes_no(flag: bool) -> str:
-    """`yes` or `no`, as the adapter lines spell a flag."""
-    return "yes" if flag else "no"
-
-
-def log_adapter(rep: gpu.AdapterReport, timing: str) -> None:
-    """Log the adapter, its timing source and the features the kernel set depends on."""
-    how = " (GPU timestamp queries)" if timing == "timestamp" else " (host clock around a synchronised submit)"
-    log.info(
-        "adapter %s (%s, %s, driver %s); timing: %s%s",
-        rep.device,
-        rep.backend,
-        rep.adapter_type,
-        rep.driver,
-        timing,
-        how,
-    )
-    coop = ", ".join(f"{ext} {'unknown' if v is None else yes_no(v)}" for ext, v in rep.cooperative_matrix.items())
-    log.info(
-        "features: %s%s%s",
-        ", ".join(f"{f} {yes_no(rep.has(f))}" for f in ("shader-f16", "subgroup", "timestamp-query")),
-        f" (subgroup size {rep.subgroup_size})" if rep.subgroup_size else "",
-        f"; {coop}" if coop else "",
-    )
-
-
-def show_results(
-    console: Console, plan: EdgePlan, rows: list[KernelRow], ratios: dict[str, float], models: list[dict[str, Any]]
-) -> None:
+def show_results(console: Console, outcome: EdgeOutcome) -> None:
     """The kernel table, the GEMM/peak ratios and the model table."""
-    if rows:
-        device, backend = plan.runs_on()
+    if outcome.rows:
         title = (
-            f"edge kernels on {device} ({backend}, {plan.timing} timing; "
+            f"edge kernels on {outcome.device} ({outcome.backend}, {outcome.timing} timing; "
             "var = CV of the tries' medians, ! = not stable)"
         )
-        show(console, kernel_table(rows, title))
-    if ratios:
-        console.print("GEMM / f32 FMA peak: " + ", ".join(f"{k} {v:.1%}" for k, v in ratios.items()))
-    if models:
-        show(console, model_table(models))
+        show(console, kernel_table(outcome.rows, title))
+    if outcome.ratios:
+        console.print("GEMM / f32 FMA peak: " + ", ".join(f"{k} {v:.1%}" for k, v in outcome.ratios.items()))
+    if outcome.models:
+        show(console, model_table(outcome.models))
