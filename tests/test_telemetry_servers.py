@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway
-from rich.console import Console
 
 from conftest import gateway_groups, run_cli
 from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
+from fleetbench.job import RunContext
 from fleetbench.probe.run import run as run_probe
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
@@ -71,7 +71,7 @@ def test_probe_metrics_arrive_in_prometheus_unchanged(
             "probe": {"matmul_sizes": [64, 128], "copy_mib": [1], "min_run_time_s": 0.05},
         }
     )
-    record = run_probe(config, Console(quiet=True))
+    record = run_probe(config, RunContext.start(config)).record
     assert record.status == "ok"
     assert record.metric("fleetbench_probe_achieved_flop_per_second", probe="matmul", size="128") > 0
     assert_record_in_prometheus(record, prometheus)

@@ -93,9 +93,14 @@ class RunContext:
     @classmethod
     def start(cls, config: FleetbenchConfig, progress: Progress | None = None) -> RunContext:
         """The context of a new run: the config's run id (--run-id), else a fresh one; its results root."""
+        return cls.new(config.run.run_id, config.run.results_dir, progress)
+
+    @classmethod
+    def new(cls, run_id: str | None, results_dir: Path, progress: Progress | None = None) -> RunContext:
+        """The context of the run named `run_id` (the one place a run id is made up where none is named)."""
         from fleetbench.runinfo import new_run_id
 
-        return cls(config.run.run_id or new_run_id(), config.run.results_dir, progress or SilentProgress())
+        return cls(run_id or new_run_id(), results_dir, progress or SilentProgress())
 
     @property
     def run_dir(self) -> Path:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fleetbench.cli.options import add_results_dir
 from fleetbench.errors import UserError
-from fleetbench.results.store import DEFAULT_RESULTS_DIR
-from fleetbench.runinfo import new_run_id, validate_run_id
+from fleetbench.runinfo import validate_run_id
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,7 +24,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--skip-tags", help="e.g. fleetbench_job: re-check configuration without running jobs")
     parser.add_argument("--vault-password-file", type=Path, help="for ansible-vault encrypted group_vars")
     parser.add_argument("--run-id", help="run id (also passed as fleetbench_run_id; default: UTC time + random)")
-    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
+    add_results_dir(parser)
     parser.set_defaults(handler=handle)
 
 
@@ -45,8 +45,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
 
     from fleetbench.cli.views.deploy import progress_table, summary_table
     from fleetbench.deploy.launcher import DeployProgress, run_playbook
+    from fleetbench.job import RunContext
 
-    run_id = validate_run_id(args.run_id) if args.run_id else new_run_id()
+    context = RunContext.new(validate_run_id(args.run_id) if args.run_id else None, args.results_dir)
+    run_id = context.run_id
     extra = {
         "fleetbench_run_id": run_id,
         "fleetbench_controller_results_dir": str(args.results_dir.resolve()),  # where collect.yml fetches to
@@ -56,7 +58,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
         result = run_playbook(
             args.playbook,
             args.inventory,
-            args.results_dir / run_id / "deploy",
+            context.folder("deploy"),
             watch=lambda progress: live.update(progress_table(progress)),
             check=args.check,
             extra_vars=extra,

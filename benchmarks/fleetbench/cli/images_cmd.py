@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fleetbench.cli.options import add_results_dir
 from fleetbench.envvars import IMAGE_NAMESPACE_ENV, PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
 from fleetbench.images.specs import DEFAULT_NAMESPACE, IMAGES, VARIANTS
@@ -82,12 +83,8 @@ def _add_run_options(parser: argparse.ArgumentParser, defaults: argparse.Namespa
     parser.add_argument(
         "--tag", default=default("tag", None), help="run NAMESPACE/NAME:TAG instead of the latest build"
     )
-    parser.add_argument(
-        "--results-dir",
-        type=Path,
-        default=default("results_dir", DEFAULT_RESULTS_DIR),
-        help="host folder mounted as the image's results/ (default: results)",
-    )
+    results = default("results_dir", DEFAULT_RESULTS_DIR)
+    add_results_dir(parser, "host folder mounted as the image's results/", default=Path(str(results)))
     parser.add_argument(
         "--pushgateway",
         metavar="URL",

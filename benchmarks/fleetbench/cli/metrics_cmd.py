@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fleetbench import jsonio
 from fleetbench.catalogue import CATALOGUE
+from fleetbench.cli.options import add_results_dir
 from fleetbench.errors import UserError
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, SPOOL_FOLDER, default_spool_dir
 from fleetbench.telemetry.push import PushPolicy, flush_spool
@@ -50,11 +51,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="push spooled metrics; remove only what the Pushgateway accepted",
         description=FLUSH_DESCRIPTION,
     )
-    flush.add_argument(
-        "--results-dir",
-        type=_folder_arg,
-        help=f"results root (default: {DEFAULT_RESULTS_DIR}; spool in {SPOOL_FOLDER})",
-    )
+    add_results_dir(flush, f"results root, its spool in {SPOOL_FOLDER}", default=None, kind=_folder_arg)
     flush.add_argument("--spool-dir", type=_folder_arg, help=f"spool folder (default: RESULTS_DIR/{SPOOL_FOLDER})")
     flush.add_argument(
         "--pushgateway", metavar="URL", help="push to this gateway instead of the one each entry was meant for"

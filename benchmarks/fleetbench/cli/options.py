@@ -35,20 +35,22 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
         help="override one config key, e.g. --set probe.matmul_sizes=[256,512] (repeatable)",
     )
     group.add_argument("--run-id", help="name of the run folder and the run_id label (default: UTC time + random)")
-    add_results_dir(group)
+    add_results_dir(group, default=None)  # unset: the config's run.results_dir, else results
     group.add_argument(
         "--pushgateway", metavar="URL", help=f"Pushgateway to push to (default: ${PUSHGATEWAY_ENV}; unset: no push)"
     )
 
 
-def add_results_dir(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    """--results-dir, as every command that reads or writes runs takes it (unset: the config's, else results)."""
-    parser.add_argument("--results-dir", type=Path, help=f"results root (default: {DEFAULT_RESULTS_DIR})")
-
-
-def results_dir(args: argparse.Namespace) -> Path:
-    """The results root of a command that takes no config: --results-dir, else the default."""
-    return Path(args.results_dir) if args.results_dir is not None else DEFAULT_RESULTS_DIR
+def add_results_dir(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    what: str = "results root",
+    default: Path | None = DEFAULT_RESULTS_DIR,
+    kind: Callable[[str], Path] = Path,
+) -> None:
+    """--results-dir, declared here for every command that reads or writes runs: `what` it is to the
+    command, its default (None: the config's run.results_dir decides), and how its text is checked."""
+    shown = default if default is not None else DEFAULT_RESULTS_DIR
+    parser.add_argument("--results-dir", type=kind, default=default, help=f"{what} (default: {shown})")
 
 
 def run_context(config: FleetbenchConfig, console: Console) -> RunContext:

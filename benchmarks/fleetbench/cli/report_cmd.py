@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from fleetbench.cli.options import add_results_dir
 from fleetbench.envvars import PROMETHEUS_URL_ENV
 from fleetbench.errors import UserError
-from fleetbench.results.store import DEFAULT_RESULTS_DIR, find_run, list_runs
+from fleetbench.results.store import find_run, list_runs
 from fleetbench.services.stack import default_stack
 from fleetbench.urls import url_from
 
@@ -34,7 +35,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_id", nargs="?", help="run to report (default: the newest in --results-dir)")
-    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
+    add_results_dir(parser)
     parser.add_argument(
         "--prometheus",
         metavar="URL",

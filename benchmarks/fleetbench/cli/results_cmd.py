@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 from datetime import UTC, datetime
-from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fleetbench import jsonio
+from fleetbench.cli.options import add_results_dir
 from fleetbench.errors import UserError
 from fleetbench.results.store import (
-    DEFAULT_RESULTS_DIR,
     RECORDS_FILE,
     check_results_root,
     find_run,
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `results list` and `results show RUN_ID`."""
     parser = commands.add_parser("results", help="list runs and show their result records")
-    parser.add_argument("--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="results root")
+    add_results_dir(parser)
     sub = parser.add_subparsers(dest="results_command", required=True, metavar="{list,show}")
     sub.add_parser("list", help="runs, newest first").set_defaults(handler=handle_list)
     show = sub.add_parser("show", help="one run's records")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from fleetbench.results.store import DEFAULT_RESULTS_DIR
+from fleetbench.cli.options import add_results_dir
 
 if TYPE_CHECKING:
     from fleetbench.slurm.controller import Controller
@@ -76,9 +76,7 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
         help=f"its slurm_controller (default {DEFAULT_INVENTORY})",
     )
     group.add_argument("--local", action="store_true", help="run Slurm's commands here (a login node)")
-    group.add_argument(
-        "--results-dir", type=Path, default=DEFAULT_RESULTS_DIR, help="where collected runs go (default results)"
-    )
+    add_results_dir(group, "where collected runs go")
 
 
 def _controller(args: argparse.Namespace) -> Controller:

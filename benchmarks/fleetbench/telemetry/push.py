@@ -11,17 +11,17 @@ import logging
 import threading
 import time
 import urllib.error
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fleetbench.envvars import PUSHGATEWAY_ENV as PUSHGATEWAY_ENV  # named in envvars; images read it here
+from fleetbench.telemetry.exposition import registry_from_exposition
 from fleetbench.telemetry.spool import Spool, SpoolEntry
 from fleetbench.urls import url_problem
 
 if TYPE_CHECKING:  # prometheus_client loads with the first push: `fleetbench --help` and readers need none
     from prometheus_client import CollectorRegistry
-    from prometheus_client.metrics_core import Metric
 
 log = logging.getLogger(__name__)
 
@@ -43,26 +43,6 @@ class PushPolicy:
         """The longest a push can block under this policy: every attempt timing out, plus the backoffs."""
         backoff = sum(self.backoff_s * 2.0**i for i in range(self.retries))
         return (self.retries + 1) * self.timeout_s + backoff
-
-
-class _FamiliesCollector:
-    """Serves already-parsed metric families (a spooled exposition) to push_to_gateway."""
-
-    def __init__(self, families: Iterable[Metric]) -> None:
-        self._families = list(families)
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families
-
-
-def registry_from_exposition(text: str) -> CollectorRegistry:
-    """A registry that serves the families of a text exposition as they are (to push a spooled entry)."""
-    from prometheus_client import CollectorRegistry
-    from prometheus_client.parser import text_string_to_metric_families
-
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_FamiliesCollector(text_string_to_metric_families(text)))
-    return registry
 
 
 def push_with_retries(

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
+from fleetbench.telemetry.exposition import registry_from_exposition
 
 if TYPE_CHECKING:  # pydantic and the config load when an entry is read: a run's push path needs neither
     from pydantic import BaseModel, ValidationError
@@ -122,8 +123,6 @@ def _describe(exc: ValidationError) -> str:
 def check_exposition(exposition: str, job: str, grouping_key: dict[str, str]) -> None:
     """Raise BadSpoolEntry unless prometheus_client reads the text, writes it back, and its samples fit the group."""
     from prometheus_client.exposition import generate_latest
-
-    from fleetbench.telemetry.push import registry_from_exposition
 
     # The parser and writer are prometheus_client's; whatever they raise on this text makes it unusable.
     try:
