@@ -191,6 +191,6 @@ def test_compare_ratio_pairs_two_runs_from_different_hosts(
         assert ratios.keys() == base_values.keys() == new_values.keys()
         for key, value in ratios.items():
             assert value == pytest.approx(new_values[key] / base_values[key], rel=1e-9), key
-            assert 0.01 < value < 100, (key, value)  # the same probe on the same machine
+            assert value > 0, (key, value)  # how far apart two probe runs are is the machine's, not the panel's
         same = by_key(prometheus.query(substitute(ratio.queries[0].expr, base=base, new=base)))
         assert same.keys() == ratios.keys() and set(same.values()) == {1.0}
