@@ -21,7 +21,7 @@ from fleetbench.edge import gpu, kernels, spirv, timing
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.paths import KERNELS_ENV
 from fleetbench.errors import UserError
-from fleetbench.job import RunContext
+from fleetbench.job import JobFailed, RunContext
 from fleetbench.results.store import read_records
 
 SMALL = {
@@ -222,6 +222,9 @@ def test_a_wrong_kernel_fails_the_run_and_says_which(
     assert caught.value.exit_code == 1
     (record,) = read_records(tmp_path / "results" / "wrong")
     assert record.status == "failed" and "silu float32" in (record.error or "")
+    # What was measured still comes back (JobFailed), so the CLI shows the tables before the error line.
+    assert isinstance(caught.value, JobFailed) and caught.value.result.record == record
+    assert [(r.kernel, r.correct) for r in caught.value.result.view.rows] == [("silu", False), ("copy", True)]
     assert record.metric("fleetbench_edge_kernel_correct", kernel="silu", dtype="float32", size="4K") == 0
     assert record.metric("fleetbench_edge_kernel_correct", kernel="copy", dtype="u32", size="1MiB") == 1
 

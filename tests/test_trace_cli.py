@@ -187,3 +187,16 @@ def test_a_profile_run_folder_is_read_through_its_trace_json(
     assert fleetbench("trace", "summarize", tmp_path, "--json", "--no-chart") == 0
     report = strict_json(capsys.readouterr().out)
     assert isinstance(report, dict) and [t["path"] for t in report["traces"]] == [str(tmp_path / "trace.json")]
+
+
+def test_record_refuses_a_results_folder_it_cannot_write_before_it_summarises(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    blocker = tmp_path / "results"
+    blocker.write_text("a file where the results folder would go")
+    code = fleetbench("trace", "summarize", FSDP2_CPU, "--record", "--results-dir", blocker, "--no-chart")
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""  # no summary first, then the refusal
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith("fleetbench: error: results dir ") and str(blocker) in line
+    assert blocker.read_text() == "a file where the results folder would go"
