@@ -100,7 +100,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
             bench.summary["notes"] = [note]
             log.warning(note)
         else:
-            summary = summarize_path(capture.report, thresholds_of(cfg), cfg.ncu.gpu)
+            summary = summarize_path(capture.report, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
             export_summary(bench, summary, cfg, out_dir, console)
     return bench.result()
 
@@ -108,7 +108,7 @@ def run(config: FleetbenchConfig, console: Console) -> ResultRecord:
 def record_report(config: FleetbenchConfig, console: Console, report: Path) -> ResultRecord:
     """`fleetbench ncu summarize --record`: an existing report becomes a run of its own."""
     cfg = config.profile
-    summary = summarize_path(report, thresholds_of(cfg), cfg.ncu.gpu)
+    summary = summarize_path(report, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
     device = summary.devices[0] if summary.devices else "unknown"
     with open_run(config, BENCHMARK, cfg, device, "cuda") as bench:
         out_dir = bench.run_dir / "ncu"
