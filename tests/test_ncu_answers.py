@@ -207,14 +207,19 @@ def test_the_bottleneck_rule_and_our_class_agree_on_real_kernels_and_disagreemen
     summary = summarize_path(A10G_REP)
     assert all(k.disagreement is None for k in summary.kernels)
     # a site that calls anything below 95 % latency-bound contradicts NVIDIA's "High Compute Throughput"
-    strict = summarize_path(A10G_REP, Thresholds(latency_bound_below=0.95, compute_bound_compute_above=0.96))
+    strict = summarize_path(A10G_REP, Thresholds(latency_bound_below=0.95, high_throughput_at=0.96))
     contradicted = [k for k in strict.kernels if k.disagreement]
     assert contradicted
     for kernel in contradicted:
         rule = bottleneck(kernel.rules)
         assert rule is not None and rule.rule == "SOLBottleneck"
-        assert kernel.cls == "latency_bound" and "High" in rule.title
-        assert disagreement(kernel.cls, kernel.rules) == kernel.disagreement
+        assert kernel.cls == "latency_bound" and kernel.nvidia_class in ("compute_bound", "memory_bound", "balanced")
+        assert kernel.nvidia_class != kernel.cls
+        assert rule.title in ("Balanced Throughput", "High Compute Throughput", "High Memory Throughput")
+        assert disagreement(kernel.cls, kernel.rules, kernel.disagreement_why) == kernel.disagreement
+        assert (
+            kernel.disagreement_why is not None and "profile.thresholds set to 0.96/0.95/0.1" in kernel.disagreement_why
+        )
         assert kernel.cls in kernel.disagreement and rule.title[:20] in kernel.disagreement
 
 
@@ -285,7 +290,7 @@ def test_a_contradiction_is_shown_with_both_verdicts(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ("--set", "profile.thresholds.latency_bound_below=0.95")
-    args += ("--set", "profile.thresholds.compute_bound_compute_above=0.96")
+    args += ("--set", "profile.thresholds.high_throughput_at=0.96")
     assert fleetbench("ncu", "summarize", str(A10G_REP), *args) == 0
     out = capsys.readouterr().out
     assert "latency_bound !" in out

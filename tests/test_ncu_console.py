@@ -2,7 +2,8 @@
 
 Expected figures are the numbers printed in the logs, converted by hand: `11.97 msecond` is
 11.97e6 ns, `5.49 Ghz` and `5.96 cycle/nsecond` are 5.49e9 / 5.96e9 Hz, `775.67 cycle/usecond` is
-775.67e6 Hz, `4,096` is 4096.
+775.67e6 Hz, `4,096` is 4096, `140.95 Gbyte/s` (Memory Workload Analysis' "Memory Throughput") is
+140.95e9 byte/s.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from fleetbench.profile.ncu.summary import summarize_report
 from testdata import get_test_data_dir
 
 CONSOLE = get_test_data_dir() / "ncu-console"
-# The layouts these tests pin figures of (other console logs of the data are read in test_ncu_classes.py).
+# The layouts these tests pin figures of (the L4 flash-attention log, an L1/TEX-bound kernel, is read for its
+# class and memory level in test_ncu_classes.py, with the --print-summary layouts).
 LOGS = [
     CONSOLE / name
     for name in (
@@ -46,6 +48,7 @@ L2 = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
 SM_HZ = "sm__cycles_elapsed.avg.per_second"
 DRAM_HZ = "dram__cycles_elapsed.avg.per_second"
 GRID, BLOCK = "launch__grid_size", "launch__block_size"
+WAVES, DRAM_RATE = "launch__waves_per_multiprocessor", "dram__bytes.sum.per_second"
 
 
 @pytest.fixture
@@ -117,6 +120,8 @@ def test_recent_layout_figures_and_device() -> None:
             COMPUTE: 31.53,
             BLOCK: 256.0,
             GRID: 4096.0,
+            WAVES: 34.13,
+            DRAM_RATE: 140.95e9,  # Memory Workload Analysis' "Memory Throughput  Gbyte/s  140.95"
         }
     )
     assert gemm.metrics[DURATION] == pytest.approx(1.25e6)
@@ -141,6 +146,7 @@ def test_2022_layout_figures() -> None:
             COMPUTE: 4.52,
             BLOCK: 256.0,
             GRID: 64.0,
+            WAVES: 0.27,
         }
     )
     reduce_a = read_report(REDUCTIONS).kernels[1]  # rows indented deeper than their section
@@ -150,9 +156,22 @@ def test_2022_layout_figures() -> None:
 
 @pytest.mark.realdata
 def test_oldest_layout_figures() -> None:
-    """Section "GPU Speed Of Light": SM [%], Memory [%], Memory Frequency; SOL FB/L2/TEX have no WANTED twin."""
+    """Section "GPU Speed Of Light": SM [%], Memory [%], Memory Frequency; SOL FB, SOL L2 and SOL TEX are the
+    DRAM, L2 and L1/TEX throughputs (the memory levels); "Memory Throughput" in Gbyte/second the DRAM bytes/s."""
     vadd = read_report(P40).kernels[0]
-    assert vadd.metrics == figures({DRAM_HZ: 7.22e9, SM_HZ: 1.30e9, MEMORY: 82.65, DURATION: 1.67e6, COMPUTE: 9.61})
+    assert vadd.metrics == figures(
+        {
+            DRAM_HZ: 7.22e9,
+            SM_HZ: 1.30e9,
+            MEMORY: 82.65,
+            DURATION: 1.67e6,
+            COMPUTE: 9.61,
+            DRAM: 82.65,  # SOL FB
+            L2: 16.64,  # SOL L2
+            L1: 9.61,  # SOL TEX
+            DRAM_RATE: 286.36e9,
+        }
+    )
     assert vadd.rules == []
 
 
@@ -214,16 +233,19 @@ def test_notes_are_ncus_lines_and_program_output_is_skipped() -> None:
 @pytest.mark.realdata
 def test_summary_classes_and_groups() -> None:
     summary = summarize_report(read_report(TENSOR))
-    assert {g.short: (g.launches, g.cls) for g in summary.groups} == {
-        "wmma_kernel1": (1, "balanced"),
-        "wmma_kernel2": (1, "balanced"),
-        "f32_to_f16": (4, "balanced"),
+    # memory SOL 98 % with compute 35 % and 80-81 % with compute 32 %: NVIDIA's "High Throughput", memory-bound;
+    # the GEMMs on L1/TEX (99.3 %), the conversions on DRAM (80-81 %)
+    assert {g.short: (g.launches, g.cls, g.level) for g in summary.groups} == {
+        "wmma_kernel1": (1, "memory_bound", "L1"),
+        "wmma_kernel2": (1, "memory_bound", "L1"),
+        "f32_to_f16": (4, "memory_bound", "DRAM"),
     }
     assert summary.devices == ["device 0 (CC 8.6)"]
     f32 = next(g for g in summary.groups if g.short == "f32_to_f16")
     assert f32.duration_s == pytest.approx((44.99 + 44.70 + 44.93 + 44.61) * 1e-6)
     classes = {k.short: k.cls for k in summarize_report(read_report(REDUCTIONS)).kernels}
-    assert classes == {"atomic_red": "latency_bound", "reduce_a": "balanced", "reduce_ws": "memory_bound"}
+    # reduce_a: memory 79.55 %, compute 25.01 %: memory leads by 54 points ("High Memory Throughput")
+    assert classes == {"atomic_red": "latency_bound", "reduce_a": "memory_bound", "reduce_ws": "memory_bound"}
 
 
 @pytest.mark.realdata

@@ -16,9 +16,9 @@ from testdata import get_test_data_dir, listed
 
 FIXTURES = get_test_data_dir()
 REPORTS = listed("ncu-rep", ".ncu-rep")
-# Exports with metric-name rows (or a raw page); the display-name `--page details` ones have their own tests.
-DISPLAY_NAME_EXPORTS = {"l4_details_full_torch_fp16_matmul.csv", "rtx5090_sol_section_l2_bound_copy.csv"}
-CSVS = [p for p in listed("ncu-csv", ".csv") if p.name not in DISPLAY_NAME_EXPORTS]
+# Every export: metric-name rows (--metrics), a raw page, and display-name `--page details` exports
+# ("Duration", "Compute (SM) Throughput", ...; their figures are pinned in test_ncu_classes.py).
+CSVS = listed("ncu-csv", ".csv")
 FAILED = FIXTURES / "ncu-csv" / "b200_raw_failed_capture.csv"
 
 
@@ -92,6 +92,14 @@ def test_every_csv_reads(path: Path) -> None:
     assert report.kernels
     # a duration, or the SM cycles and clock it is derived from (narrow --metrics captures)
     assert all("gpu__time_duration.sum" in k.metrics or "sm__cycles_elapsed.avg" in k.metrics for k in report.kernels)
+    assert not [note for note in report.notes if note.startswith("warning:")]  # whole files: nothing left out
+    summary = summarize_report(report)
+    # every launch whose file has its speed-of-light figures is classed (display names or metric names)
+    for kernel in summary.kernels:
+        if "sm__throughput.avg.pct_of_peak_sustained_elapsed" in report.kernels[kernel.index].metrics and (
+            kernel.memory_sol is not None or kernel.dram_sol is not None
+        ):
+            assert kernel.cls not in ("unknown", "not_measured"), kernel.name
 
 
 @pytest.mark.realdata

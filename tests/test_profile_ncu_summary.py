@@ -99,5 +99,9 @@ def test_grouping_adds_durations_and_weights_utilisation(ncu_report: Any) -> Non
 def test_thresholds_change_the_class(ncu_report: Any) -> None:
     report = read_report(FIXTURES / "t4_matrix_addition2d.ncu-rep")  # compute 6 %, memory 50 %
     assert summarize_report(report).kernels[0].cls == "latency_bound"
-    strict = Thresholds(memory_bound_memory_above=0.45, compute_bound_memory_below=0.45)
-    assert summarize_report(report, strict).kernels[0].cls == "memory_bound"
+    strict = Thresholds(latency_bound_below=0.45)  # memory 50 % is then above it and 44 points ahead
+    kernel = summarize_report(report, strict).kernels[0]
+    assert kernel.cls == "memory_bound"
+    # NVIDIA's rule (60 %) says Latency Issue: the disagreement is shown, and why
+    assert kernel.nvidia_class == "latency_bound" and kernel.disagreement is not None
+    assert kernel.disagreement_why is not None and "profile.thresholds" in kernel.disagreement_why

@@ -13,9 +13,17 @@ from rich.console import Console
 
 from fleetbench.cli.views.profile import CACHE_RESIDENT, FixRow, fixes_table, roofline_table
 from fleetbench.devices import resolve_device
+from fleetbench.errors import UserError
 from fleetbench.profile.capture import load_ops
 from fleetbench.profile.classify import Thresholds
-from fleetbench.profile.datasheet import Peaks, datasheet_peak, peaks_from_datasheet
+from fleetbench.profile.datasheet import (
+    DATASHEET,
+    Peaks,
+    datasheet_peak,
+    parse_peak,
+    peaks_from_datasheet,
+    unknown_gpu,
+)
 from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from fleetbench.profile.peaks import PeakRequest, cache_file, measured_peaks, triad_probe
@@ -45,17 +53,58 @@ FIXTURES = get_test_data_dir()
         ("NVIDIA A10", "A10", 600e9),
         ("Tesla T4", "T4", 320e9),
         ("NVIDIA B200", "B200", 8.0e12),
+        ("NVIDIA GB200", "GB200 (per Blackwell GPU)", 8.0e12),
+        ("NVIDIA H800", "H800 SXM", 3.35e12),
+        ("NVIDIA H800 PCIe", "H800 PCIe", 2.0e12),
+        ("NVIDIA H200 NVL", "H200 NVL", 4.8e12),
+        ("NVIDIA A10G", "A10G", 600e9),  # not A10, not A100
+        ("NVIDIA A40", "A40", 696e9),
+        ("NVIDIA A100-PCIE-40GB", "A100 40GB", 1.555e12),
+        ("NVIDIA L40S", "L40S", 864e9),
+        ("NVIDIA L40", "L40", 864e9),
+        ("NVIDIA L4", "L4", 300e9),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2", 900e9),
+        ("Tesla V100-PCIE-32GB", "V100 PCIe", 900e9),
+        ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090", 1008e9),
+        ("NVIDIA GeForce RTX 4070 Ti SUPER", "GeForce RTX 4070 Ti SUPER", 672e9),
+        ("NVIDIA GeForce RTX 3090", "GeForce RTX 3090", 936e9),
+        ("NVIDIA GeForce RTX 2080 Ti", "GeForce RTX 2080 Ti", 616e9),
+        ("NVIDIA GeForce RTX 5090", "GeForce RTX 5090", 1792e9),
+        ("NVIDIA GeForce RTX 5070", "GeForce RTX 5070", 672e9),
+        ("Jetson AGX Orin 64GB", "Jetson AGX Orin 64GB", 204.8e9),
+        ("Jetson Orin Nano 8GB", "Jetson Orin Nano 8GB", 68e9),
     ],
 )
 def test_datasheet_table(device: str, model: str, bandwidth: float) -> None:
     sheet = datasheet_peak(device)
     assert sheet is not None and sheet.model == model
     assert sheet.memory_bytes_per_second == bandwidth
+    assert sheet.source and sheet.cc  # every entry names where its figures come from
+
+
+def test_every_entry_names_its_sources_and_no_tensor_figure_is_sparse() -> None:
+    for _, _, sheet in DATASHEET:
+        assert len(sheet.source) > 20, sheet.model
+        dense = [v for v in (sheet.bf16_tensor, sheet.fp16_tensor) if v is not None]
+        assert all(sheet.fp32 is None or v >= sheet.fp32 for v in dense), sheet.model  # tensor over FP32
+        assert sheet.memory_bytes_per_second is not None and 30e9 <= sheet.memory_bytes_per_second <= 10e12
 
 
 def test_datasheet_misses_are_none_not_a_guess() -> None:
-    assert datasheet_peak("NVIDIA A10G") is None  # not A10, not A100
     assert datasheet_peak("Intel(R) Xeon(R) CPU") is None
+    assert datasheet_peak("NVIDIA GeForce RTX 3050 Ti Laptop GPU") is None  # not the desktop RTX 3050
+    assert datasheet_peak("Orin") is None  # which module: the line says how to name it
+    assert "Jetson AGX Orin 64GB" in unknown_gpu("Orin")
+    line = unknown_gpu("device 0 (CC 8.9)")
+    assert "--gpu" in line and "--peak" in line and "L4" in line and "GeForce RTX 4090" in line
+
+
+def test_peaks_given_on_the_command_line() -> None:
+    sheet = parse_peak("dram=864GB/s, fp32=91.6TFLOPS,tensor=366")
+    assert (sheet.memory_bytes_per_second, sheet.fp32, sheet.bf16_tensor) == (864e9, 91.6e12, 366e12)
+    assert parse_peak("dram=3.35TB/s").memory_bytes_per_second == 3.35e12
+    with pytest.raises(UserError, match="KEY=NUMBER"):
+        parse_peak("dram=fast")
     t4 = peaks_from_datasheet("Tesla T4")
     assert t4 is not None and "bfloat16" not in t4.flop_per_second  # T4 has no bf16: absent, not 0
     h200 = peaks_from_datasheet("NVIDIA H200")

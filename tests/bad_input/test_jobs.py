@@ -203,8 +203,13 @@ PROFILE_CASES = [
     ),
     BadInput(
         "job-profile-thresholds-crossed",
-        ("profile", "--set", "profile.thresholds.memory_bound_compute_below=0.9"),
-        "memory_bound_compute_below must not exceed compute_bound_compute_above",
+        ("profile", "--set", "profile.thresholds.latency_bound_below=0.9"),
+        "latency_bound_below must not exceed high_throughput_at",
+    ),
+    BadInput(
+        "job-profile-thresholds-replaced",
+        ("profile", "--set", "profile.thresholds.memory_bound_compute_below=0.2"),
+        "memory_bound_compute_below: replaced when the classes took NVIDIA's SOLBottleneck rule",
     ),
     BadInput(
         "job-profile-float16-linear-on-cpu",

@@ -23,6 +23,10 @@ log = logging.getLogger(__name__)
 # (profile.top; profile.thresholds.* are classify.Thresholds' defaults), which a test holds equal.
 # Building the config's models would cost a report reader more than the rest of its start-up.
 SUMMARY_TOP = 15
+PEAK_HELP = (
+    "peaks of a GPU the datasheet table lacks: dram=GB/s,fp32=TFLOPS,tensor=TFLOPS "
+    "(e.g. dram=864GB/s,fp32=91.6TFLOPS,tensor=366TFLOPS)"
+)
 
 
 def _program(values: list[str]) -> list[str]:
@@ -69,6 +73,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     summarize.add_argument(
         "--gpu", metavar="NAME", help="the GPU the report was captured on, where it says only 'device 0' (CSV, log)"
     )
+    summarize.add_argument("--peak", metavar="PEAKS", help=PEAK_HELP)
     add_run_options(summarize)
     summarize.set_defaults(handler=handle_ncu_summarize)
     permissions = sub.add_parser("permissions", help="who may read the GPU counters here (RmProfilingAdminOnly)")
@@ -82,6 +87,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     add_run_options(roofline)
     roofline.add_argument("--ncu", type=Path, metavar="REPORT", help="kernels of an ncu report (.ncu-rep or CSV)")
     roofline.add_argument("--gpu", metavar="NAME", help="with --ncu: the GPU the report was captured on")
+    roofline.add_argument("--peak", metavar="PEAKS", help="with --ncu: " + PEAK_HELP)
     roofline.add_argument("--ops", type=Path, metavar="RUN", help="ops of a profile run folder (or its ops.json)")
     roofline.add_argument("--device", help="auto, cpu or cuda: whose peaks to measure (default: auto)")
     roofline.add_argument("--remeasure", action="store_true", help="measure the peaks again (ignore the cache)")
@@ -135,16 +141,26 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _summary_settings(args: argparse.Namespace) -> tuple[Thresholds, int, str | None]:
-    """The class thresholds, top-N and GPU name of a summary: the config's (--config, --set), else its defaults."""
+def _summary_settings(args: argparse.Namespace) -> tuple[Thresholds, int, str | None, str | None]:
+    """The class thresholds, top-N, GPU name and peaks of a summary: the config's (--config, --set), else its defaults."""
     from fleetbench.profile.classify import Thresholds, thresholds_of
 
     if args.config is None and not args.overrides:
-        return Thresholds(), SUMMARY_TOP, args.gpu
+        return Thresholds(), SUMMARY_TOP, args.gpu, args.peak
     from fleetbench.config.loader import load_config
 
     config = load_config(args.config, args.overrides)  # thresholds; nothing is written
-    return thresholds_of(config.profile), config.profile.top, args.gpu or config.profile.ncu.gpu
+    ncu = config.profile.ncu
+    return thresholds_of(config.profile), config.profile.top, args.gpu or ncu.gpu, args.peak or ncu.peak
+
+
+def _log_notes(notes: list[str]) -> None:
+    """ncu's own ==PROF== lines and the reader's warnings (a cut file, values left out): diagnostics, on stderr."""
+    for note in notes:
+        if note.startswith("warning: "):
+            log.warning("%s", note.removeprefix("warning: "))  # the log format names the level itself
+        elif not note.startswith("note: "):  # notes are part of the answer (stdout)
+            log.log(logging.WARNING if note.startswith(("==WARNING", "==ERROR")) else logging.INFO, "%s", note)
 
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
@@ -154,7 +170,9 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
         from fleetbench.cli.views.profile import show_ncu
         from fleetbench.profile.ncu import run as ncu_job
 
-        config = config_from_args(args, {"profile.ncu.gpu": (args.gpu, "--gpu")})
+        config = config_from_args(
+            args, {"profile.ncu.gpu": (args.gpu, "--gpu"), "profile.ncu.peak": (args.peak, "--peak")}
+        )
         context = run_context(config, console)
         result = ncu_job.summary_job(args.report)(config, context)
         show_ncu(console, result.view)
@@ -162,8 +180,9 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
         return 0
     from fleetbench.profile.ncu.summary import overview, summarize_path
 
-    thresholds, top, gpu = _summary_settings(args)
-    summary = summarize_path(args.report, thresholds, gpu)
+    thresholds, top, gpu, peak = _summary_settings(args)
+    summary = summarize_path(args.report, thresholds, gpu, peak)
+    _log_notes(summary.notes)  # with --json too: a cut report says so where a person reads it
     if args.json:
         print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, top)}, indent=1))
         return 0
@@ -177,11 +196,6 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
         out.print(rules)
     for line in kernel_notes(summary, top):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
-    for note in summary.notes:  # ncu's own ==PROF== lines and the reader's warnings: diagnostics, stderr
-        if note.startswith("warning: "):
-            log.warning("%s", note.removeprefix("warning: "))  # the log format names the level itself
-        else:
-            log.log(logging.WARNING if note.startswith(("==WARNING", "==ERROR")) else logging.INFO, "%s", note)
     return 0
 
 
@@ -208,6 +222,7 @@ def handle_roofline(args: argparse.Namespace, console: Console) -> int:
             "profile.roofline_ncu": (str(args.ncu) if args.ncu else None, "--ncu"),
             "profile.roofline_ops": (str(args.ops) if args.ops else None, "--ops"),
             "profile.ncu.gpu": (args.gpu, "--gpu"),
+            "profile.ncu.peak": (args.peak, "--peak"),
         },
     )
     from fleetbench.cli.views.profile import show_roofline

@@ -12,24 +12,48 @@ from fleetbench.config.strict import StrictModel
 __all__ = ["NcuConfig", "ProfileConfig", "ProfileThresholds", "Ratio"]
 
 Ratio = Annotated[float, Field(ge=0, le=1)]
+# `profile.ncu.peak`: KEY=NUMBER[UNIT] pairs, comma-separated (parsed by fleetbench.profile.datasheet.parse_peak).
+PEAK_PATTERN = (
+    r"^\s*(dram|fp32|tensor|bf16|fp16)\s*=\s*[0-9.eE+]+\s*[A-Za-z/]*\s*"
+    r"(,\s*(dram|fp32|tensor|bf16|fp16)\s*=\s*[0-9.eE+]+\s*[A-Za-z/]*\s*)*$"
+)
 
 
 class ProfileThresholds(StrictModel):
-    """Class boundaries on compute and memory utilisation, 0-1 (see fleetbench.profile.classify)."""
+    """Class boundaries on compute and memory utilisation, 0-1: NVIDIA's SOLBottleneck rule's by default
+    (see fleetbench.profile.classify)."""
 
-    memory_bound_compute_below: Ratio = 0.25
-    memory_bound_memory_above: Ratio = 0.75
-    compute_bound_compute_above: Ratio = 0.75
-    compute_bound_memory_below: Ratio = 0.50
-    latency_bound_below: Ratio = 0.60
+    high_throughput_at: Ratio = Field(default=0.80, description="a unit at or above this is busy: the bound")
+    latency_bound_below: Ratio = Field(default=0.60, description="both units below this: latency_bound")
+    leads_by: Ratio = Field(default=0.10, description="in between, a unit this far ahead is the bound")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _replaced(cls, data: object) -> object:
+        if isinstance(data, dict):
+            old = sorted(set(data) & set(REPLACED_THRESHOLDS))
+            if old:
+                raise ValueError(
+                    f"{', '.join(old)}: replaced when the classes took NVIDIA's SOLBottleneck rule; set "
+                    "high_throughput_at (0.80), latency_bound_below (0.60) or leads_by (0.10) instead "
+                    "(docs/configuration.md, profile)"
+                )
+        return data
 
     @model_validator(mode="after")
     def _ordered(self) -> ProfileThresholds:
-        if self.memory_bound_compute_below > self.compute_bound_compute_above:
-            raise ValueError("memory_bound_compute_below must not exceed compute_bound_compute_above")
-        if self.compute_bound_memory_below > self.memory_bound_memory_above:
-            raise ValueError("compute_bound_memory_below must not exceed memory_bound_memory_above")
+        if self.latency_bound_below > self.high_throughput_at:
+            raise ValueError("latency_bound_below must not exceed high_throughput_at")
         return self
+
+
+# The seed's thresholds, named in the error that says what replaced them.
+REPLACED_THRESHOLDS = (
+    "memory_bound_compute_below",
+    "memory_bound_memory_above",
+    "compute_bound_compute_above",
+    "compute_bound_memory_below",
+)
 
 
 class NcuConfig(StrictModel):
@@ -58,6 +82,14 @@ class NcuConfig(StrictModel):
         max_length=128,
         description="the GPU a report was captured on, where the report does not name it (CSV, console log): "
         "its datasheet peaks derive the figures a narrow capture lacks",
+    )
+    peak: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=PEAK_PATTERN,
+        description="peaks of a GPU the datasheet table lacks, e.g. 'dram=864GB/s,fp32=91.6TFLOPS,tensor=366TFLOPS' "
+        "(dram in GB/s or TB/s, fp32 and tensor in TFLOPS or GFLOPS): used instead of the table",
     )
 
 

@@ -1,14 +1,27 @@
-"""Datasheet peaks of common GPUs (dense FLOP/s per format, memory bandwidth), and the `Peaks` a roofline needs.
+"""Datasheet peaks of NVIDIA GPUs (dense FLOP/s per format, memory bandwidth), and the `Peaks` a roofline needs.
 
 Torch-free on purpose: report readers (Nsight Compute summaries, their rooflines) use this table on
 hosts that have no torch.
+
+Every figure is dense (the datasheets print sparse tensor figures as 2x these) and names its source
+beside it (`source`). The tensor figure is the FP16/BF16 tensor rate with FP32 accumulate, what
+PyTorch's fp16/bf16 matmuls run at: GeForce cards run it at half their FP16-accumulate rate, so
+their figure is the architecture whitepaper's "FP16 Tensor TFLOPS with FP32 Accumulate". A figure
+no NVIDIA document gives is None (absent), never a guess; where a figure is computed from a
+document's counts (CUDA cores x 2 x boost clock), the source says so. GeForce entries do not match
+laptop parts ("Laptop GPU", "Max-Q"), whose clocks and power differ from the desktop card's.
+
+A GPU the table lacks gets one line (`unknown_gpu`) naming `--gpu` and `--peak` (`parse_peak`).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
+
+from fleetbench.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -16,77 +29,305 @@ class DatasheetPeak:
     """One GPU's datasheet figures (dense FLOP/s; None where the GPU lacks the format) and where they come from."""
 
     model: str
-    bf16_tensor: float | None  # dense (no sparsity) FLOP/s
+    bf16_tensor: float | None  # dense (no sparsity) FLOP/s, FP32 accumulate
     fp16_tensor: float | None
     fp32: float | None  # non-tensor FP32
-    memory_bytes_per_second: float
+    memory_bytes_per_second: float | None
     source: str
+    cc: str = ""  # compute capability, as ncu prints it beside "device N"
 
 
-# Dense figures (the datasheets print sparse tensor figures as 2x these). Order matters: the first
-# pattern that matches the lower-cased device name wins.
-DATASHEET: tuple[tuple[str, DatasheetPeak], ...] = (
-    # NVIDIA H200 Tensor Core GPU datasheet (nvidia.com/h200): SXM FP32 67 TF, BF16 1,979 TF sparse,
-    # 4.8 TB/s; NVL FP32 60 TF, BF16 1,671 TF sparse, 4.8 TB/s.
+# The GPU table: one entry a line, `pattern | model | CC | BF16 | FP16 | FP32 | memory`, dense tensor and
+# FP32 in TFLOP/s, memory in GB/s, `-` where no document gives the figure; the indented line under it is
+# the source of its figures. The first pattern that matches the lower-cased device name wins, so more
+# specific names come first. Models starting with "GeForce" or "TITAN" do not match laptop parts.
+# Whitepaper figures are the FP16/BF16 tensor TFLOPS "with FP32 Accumulate"; where an architecture
+# whitepaper's table has no line for a card, its figure is derived as the whitepaper derives its own:
+# tensor cores x FMA per clock x 2 (x 1/2 for FP32 accumulate on GeForce) x boost clock.
+_TABLE = r"""
+gb200 | GB200 (per Blackwell GPU) | 10.0 | 2500 | 2500 | - | 8000
+    NVIDIA GB200 NVL72 datasheet: FP16/BF16 tensor 360 PFLOPS sparse and HBM3e 576 TB/s for 72 GPUs,
+    i.e. 2.5 PFLOPS dense and 8 TB/s per GPU; no per-GPU FP32 figure given
+\bb200 | B200 | 10.0 | 2250 | 2250 | - | 8000
+    NVIDIA HGX B200 datasheet: FP16/BF16 tensor 4.5 PFLOPS sparse per GPU (2.25 dense), HBM3e 8 TB/s per GPU;
+    no per-GPU FP32 figure given
+gh200.*(624|144) | GH200 144GB HBM3e | 9.0 | 989 | 989 | 67 | 4900
+    NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e): FP32 67 TF, BF16/FP16 1,979 TF sparse, 4.9 TB/s
+gh200 | GH200 96GB HBM3 | 9.0 | 989 | 989 | 67 | 4000
+    NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3, the "480GB" superchip): FP32 67 TF,
+    BF16/FP16 1,979 TF sparse, 4 TB/s
+h200.*nvl | H200 NVL | 9.0 | 835 | 835 | 60 | 4800
+    NVIDIA H200 Tensor Core GPU datasheet (NVL): FP32 60 TF, BF16/FP16 1,671 TF sparse, 4.8 TB/s
+h200 | H200 SXM | 9.0 | 989 | 989 | 67 | 4800
+    NVIDIA H200 Tensor Core GPU datasheet (SXM): FP32 67 TF, BF16/FP16 1,979 TF sparse, 4.8 TB/s
+h100.*nvl | H100 NVL | 9.0 | 835 | 835 | 60 | 3900
+    NVIDIA H100 Tensor Core GPU datasheet (NVL): FP32 60 TF, BF16/FP16 1,671 TF sparse, 3.9 TB/s
+h100.*pcie | H100 PCIe | 9.0 | 756 | 756 | 51 | 2000
+    NVIDIA H100 Tensor Core GPU datasheet (PCIe): FP32 51 TF, BF16/FP16 1,513 TF sparse, 2 TB/s
+h100 | H100 SXM | 9.0 | 989 | 989 | 67 | 3350
+    NVIDIA H100 Tensor Core GPU datasheet (SXM): FP32 67 TF, BF16/FP16 1,979 TF sparse, 3.35 TB/s
+h800.*pcie | H800 PCIe | 9.0 | 756 | 756 | 51 | 2000
+    NVIDIA H800 Tensor Core GPU datasheet (PCIe): FP32 51 TF, BF16/FP16 1,513 TF sparse, 2 TB/s
+h800 | H800 SXM | 9.0 | 989 | 989 | 67 | 3350
+    NVIDIA H800 Tensor Core GPU datasheet (SXM5): FP32 67 TF, BF16/FP16 1,979 TF sparse, 3.35 TB/s
+a100.*80\s*gb.*pcie|a100.*pcie.*80\s*gb | A100 80GB PCIe | 8.0 | 312 | 312 | 19.5 | 1935
+    NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF, BF16/FP16 312 TF dense, 80GB PCIe 1,935 GB/s
+a100.*80\s*gb | A100 80GB SXM | 8.0 | 312 | 312 | 19.5 | 2039
+    NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF, BF16/FP16 312 TF dense, 80GB SXM 2,039 GB/s
+a100 | A100 40GB | 8.0 | 312 | 312 | 19.5 | 1555
+    NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF, BF16/FP16 312 TF dense, 40GB 1,555 GB/s
+\ba30\b | A30 | 8.0 | 165 | 165 | 10.3 | 933
+    NVIDIA A30 Tensor Core GPU datasheet: FP32 10.3 TF, BF16/FP16 330 TF sparse, 933 GB/s
+\ba40\b | A40 | 8.6 | 149.7 | 149.7 | 37.4 | 696
+    NVIDIA A40 datasheet: FP32 37.4 TF, BF16/FP16 tensor 299.4 TF sparse (149.7 dense), 696 GB/s
+\ba10g\b | A10G | 8.6 | 70 | 70 | 35.0 | 600
+    no NVIDIA datasheet (an AWS part): FP32 = 80 SMs x 128 lanes x 2 x 1.71 GHz boost, as the device attributes
+    of an A10G ncu report give them; BF16/FP16 tensor 70 TF (FP32 accumulate) and 600 GB/s GDDR6 from
+    Baseten's spec table "NVIDIA A10 vs A10G for ML model inference" (baseten.co/blog)
+\ba10\b | A10 | 8.6 | 125 | 125 | 31.2 | 600
+    NVIDIA A10 Tensor Core GPU datasheet: FP32 31.2 TF, BF16/FP16 250 TF sparse, 600 GB/s
+\ba2\b | A2 | 8.6 | 18 | 18 | 4.5 | 200
+    NVIDIA A2 Tensor Core GPU datasheet: FP32 4.5 TF, BF16/FP16 36 TF sparse, 200 GB/s
+l40s | L40S | 8.9 | 366 | 366 | 91.6 | 864
+    NVIDIA L40S datasheet: FP32 91.6 TF, BF16/FP16 733 TF sparse, 864 GB/s
+\bl40\b | L40 | 8.9 | 181.05 | 181.05 | 90.5 | 864
+    NVIDIA L40 datasheet: FP32 90.5 TF, BF16/FP16 362.1 TF sparse, 864 GB/s
+\bl4\b | L4 | 8.9 | 121 | 121 | 30.3 | 300
+    NVIDIA L4 Tensor Core GPU datasheet: FP32 30.3 TF, BF16/FP16 242 TF sparse, 300 GB/s
+\bt4\b | T4 | 7.5 | - | 65 | 8.1 | 320
+    NVIDIA T4 datasheet: FP32 8.1 TF, mixed precision FP16/FP32 65 TF, 320 GB/s (no BF16)
+v100s | V100S PCIe | 7.0 | - | 130 | 16.4 | 1134
+    NVIDIA V100 Tensor Core GPU datasheet (V100S PCIe): FP32 16.4 TF, tensor 130 TF, 1,134 GB/s
+v100.*pcie | V100 PCIe | 7.0 | - | 112 | 14 | 900
+    NVIDIA V100 Tensor Core GPU datasheet (PCIe): FP32 14 TF, tensor 112 TF, 900 GB/s
+v100 | V100 SXM2 | 7.0 | - | 125 | 15.7 | 900
+    NVIDIA V100 Tensor Core GPU datasheet (SXM2): FP32 15.7 TF, tensor 125 TF, 900 GB/s
+rtx\s*5090 | GeForce RTX 5090 | 12.0 | - | - | 104.8 | 1792
+    NVIDIA GeForce RTX 5090 specifications: 21,760 CUDA cores x 2 x 2.41 GHz, 32 GB GDDR7 at 1,792 GB/s; BLACKWELL
+rtx\s*5080 | GeForce RTX 5080 | 12.0 | - | - | 56.3 | 960
+    NVIDIA GeForce RTX 5080 specifications: 10,752 CUDA cores x 2 x 2.62 GHz, 16 GB GDDR7 at 960 GB/s; BLACKWELL
+rtx\s*5070\s*ti | GeForce RTX 5070 Ti | 12.0 | - | - | 43.9 | 896
+    NVIDIA GeForce RTX 5070 Ti specifications: 8,960 CUDA cores x 2 x 2.45 GHz, 16 GB GDDR7 at 896 GB/s; BLACKWELL
+rtx\s*5070 | GeForce RTX 5070 | 12.0 | - | - | 30.9 | 672
+    NVIDIA GeForce RTX 5070 specifications: 6,144 CUDA cores x 2 x 2.51 GHz, 12 GB GDDR7 on 192 bits at 28 Gbps
+    = 672 GB/s; BLACKWELL
+rtx\s*5060\s*ti | GeForce RTX 5060 Ti | 12.0 | - | - | 23.7 | 448
+    NVIDIA GeForce RTX 5060 Ti specifications: 4,608 CUDA cores x 2 x 2.57 GHz, GDDR7 at 448 GB/s; BLACKWELL
+rtx\s*5060 | GeForce RTX 5060 | 12.0 | - | - | 19.2 | 448
+    NVIDIA GeForce RTX 5060 specifications: 3,840 CUDA cores x 2 x 2.50 GHz, GDDR7 at 448 GB/s; BLACKWELL
+rtx\s*4090 | GeForce RTX 4090 | 8.9 | 165.2 | 165.2 | 82.6 | 1008
+    NVIDIA Ada GPU Architecture whitepaper: FP32 82.6 TF, FP16/BF16 tensor 165.2 TF dense with FP32 accumulate,
+    1,008 GB/s
+rtx\s*4080\s*super | GeForce RTX 4080 SUPER | 8.9 | 104.4 | 104.4 | 52.2 | 736
+    NVIDIA GeForce RTX 4080 SUPER specifications (10,240 CUDA cores, 2.55 GHz, 736 GB/s); tensor: 320 tensor
+    cores x 128 FMA x 2 / 2 x 2.55 GHz, as the Ada whitepaper derives its table
+rtx\s*4080 | GeForce RTX 4080 | 8.9 | 97.5 | 97.5 | 48.7 | 716.8
+    NVIDIA Ada GPU Architecture whitepaper: FP32 48.7 TF, FP16/BF16 tensor 97.5 TF dense with FP32 accumulate,
+    716.8 GB/s
+rtx\s*4070\s*ti\s*super | GeForce RTX 4070 Ti SUPER | 8.9 | 88.2 | 88.2 | 44.1 | 672
+    NVIDIA GeForce RTX 4070 Ti SUPER specifications (8,448 CUDA cores, 2.61 GHz, 672 GB/s); tensor: 264 tensor
+    cores x 128 FMA x 2 / 2 x 2.61 GHz, as the Ada whitepaper derives its table
+rtx\s*4070\s*ti | GeForce RTX 4070 Ti | 8.9 | 80.2 | 80.2 | 40.1 | 504
+    NVIDIA GeForce RTX 4070 Ti specifications (7,680 CUDA cores, 2.61 GHz, 504 GB/s); tensor: 240 tensor cores
+    x 128 FMA x 2 / 2 x 2.61 GHz, as the Ada whitepaper derives its table
+rtx\s*4070\s*super | GeForce RTX 4070 SUPER | 8.9 | 71.0 | 71.0 | 35.5 | 504
+    NVIDIA GeForce RTX 4070 SUPER specifications (7,168 CUDA cores, 2.48 GHz, 504 GB/s); tensor: 224 tensor
+    cores x 128 FMA x 2 / 2 x 2.48 GHz, as the Ada whitepaper derives its table
+rtx\s*4070 | GeForce RTX 4070 | 8.9 | 58.3 | 58.3 | 29.1 | 504
+    NVIDIA GeForce RTX 4070 specifications (5,888 CUDA cores, 2.48 GHz, 504 GB/s); tensor: 184 tensor cores
+    x 128 FMA x 2 / 2 x 2.48 GHz, as the Ada whitepaper derives its table
+rtx\s*4060\s*ti | GeForce RTX 4060 Ti | 8.9 | 44.1 | 44.1 | 22.1 | 288
+    NVIDIA GeForce RTX 4060 Ti specifications (4,352 CUDA cores, 2.54 GHz, 288 GB/s); tensor: 136 tensor cores
+    x 128 FMA x 2 / 2 x 2.54 GHz, as the Ada whitepaper derives its table
+rtx\s*4060 | GeForce RTX 4060 | 8.9 | 30.2 | 30.2 | 15.1 | 272
+    NVIDIA GeForce RTX 4060 specifications (3,072 CUDA cores, 2.46 GHz, 272 GB/s); tensor: 96 tensor cores
+    x 128 FMA x 2 / 2 x 2.46 GHz, as the Ada whitepaper derives its table
+rtx\s*3090\s*ti | GeForce RTX 3090 Ti | 8.6 | 80.0 | 80.0 | 40.0 | 1008
+    NVIDIA GeForce RTX 3090 Ti specifications (10,752 CUDA cores, 1.86 GHz, 1,008 GB/s); tensor: 336 tensor
+    cores x 128 FMA x 2 / 2 x 1.86 GHz, as the Ampere GA102 whitepaper derives its table
+rtx\s*3090 | GeForce RTX 3090 | 8.6 | 71 | 71 | 35.6 | 936
+    NVIDIA Ampere GA102 GPU Architecture whitepaper: FP32 35.6 TF, FP16/BF16 tensor 71 TF dense with FP32
+    accumulate, 936 GB/s
+rtx\s*3080\s*ti | GeForce RTX 3080 Ti | 8.6 | 68.2 | 68.2 | 34.1 | 912
+    NVIDIA GeForce RTX 3080 Ti specifications (10,240 CUDA cores, 1.67 GHz, 912 GB/s); tensor: 320 tensor
+    cores x 128 FMA x 2 / 2 x 1.67 GHz, as the Ampere GA102 whitepaper derives its table
+rtx\s*3080 | GeForce RTX 3080 (10 GB) | 8.6 | 59.5 | 59.5 | 29.8 | 760
+    NVIDIA Ampere GA102 GPU Architecture whitepaper: FP32 29.8 TF, FP16/BF16 tensor 59.5 TF dense with FP32
+    accumulate, 760 GB/s (the 12 GB card: 912 GB/s; name it with --peak)
+rtx\s*3070\s*ti | GeForce RTX 3070 Ti | 8.6 | 43.5 | 43.5 | 21.7 | 608
+    NVIDIA GeForce RTX 3070 Ti specifications (6,144 CUDA cores, 1.77 GHz, 608 GB/s); tensor: 192 tensor cores
+    x 128 FMA x 2 / 2 x 1.77 GHz, as the Ampere GA102 whitepaper derives its table
+rtx\s*3070 | GeForce RTX 3070 | 8.6 | 40.6 | 40.6 | 20.3 | 448
+    NVIDIA Ampere GA102 GPU Architecture whitepaper (its GA104 table): FP32 20.3 TF, FP16/BF16 tensor 40.6 TF
+    dense with FP32 accumulate, 448 GB/s
+rtx\s*3060\s*ti | GeForce RTX 3060 Ti | 8.6 | 32.4 | 32.4 | 16.2 | 448
+    NVIDIA GeForce RTX 3060 Ti specifications (4,864 CUDA cores, 1.67 GHz, 448 GB/s); tensor: 152 tensor cores
+    x 128 FMA x 2 / 2 x 1.67 GHz, as the Ampere GA102 whitepaper derives its table
+rtx\s*3060 | GeForce RTX 3060 (12 GB) | 8.6 | 25.5 | 25.5 | 12.7 | 360
+    NVIDIA GeForce RTX 3060 specifications (3,584 CUDA cores, 1.78 GHz, 360 GB/s); tensor: 112 tensor cores
+    x 128 FMA x 2 / 2 x 1.78 GHz, as the Ampere GA102 whitepaper derives its table
+rtx\s*3050 | GeForce RTX 3050 (8 GB) | 8.6 | 18.2 | 18.2 | 9.1 | 224
+    NVIDIA GeForce RTX 3050 specifications (2,560 CUDA cores, 1.78 GHz, 224 GB/s); tensor: 80 tensor cores
+    x 128 FMA x 2 / 2 x 1.78 GHz, as the Ampere GA102 whitepaper derives its table
+titan\s*rtx | TITAN RTX | 7.5 | - | 130 | 16.3 | 672
+    NVIDIA Turing GPU Architecture whitepaper: FP32 16.3 TF, FP16 tensor 130 TF (full rate with FP32
+    accumulate), 672 GB/s; no BF16 on Turing
+rtx\s*2080\s*ti | GeForce RTX 2080 Ti | 7.5 | - | 53.8 | 13.4 | 616
+    NVIDIA Turing GPU Architecture whitepaper (reference boost clock): FP32 13.4 TF, FP16 tensor 53.8 TF with
+    FP32 accumulate, 616 GB/s; no BF16 on Turing
+rtx\s*2080\s*super | GeForce RTX 2080 SUPER | 7.5 | - | 44.6 | 11.2 | 496
+    NVIDIA GeForce RTX 2080 SUPER specifications (3,072 CUDA cores, 1.82 GHz, 496 GB/s); tensor: 384 tensor
+    cores x 64 FMA x 2 / 2 x 1.82 GHz, as the Turing whitepaper derives its table
+rtx\s*2080 | GeForce RTX 2080 | 7.5 | - | 40.3 | 10.1 | 448
+    NVIDIA Turing GPU Architecture whitepaper (reference boost clock): FP32 10.1 TF, FP16 tensor 40.3 TF with
+    FP32 accumulate, 448 GB/s
+rtx\s*2070\s*super | GeForce RTX 2070 SUPER | 7.5 | - | 36.3 | 9.1 | 448
+    NVIDIA GeForce RTX 2070 SUPER specifications (2,560 CUDA cores, 1.77 GHz, 448 GB/s); tensor: 320 tensor
+    cores x 64 FMA x 2 / 2 x 1.77 GHz, as the Turing whitepaper derives its table
+rtx\s*2070 | GeForce RTX 2070 | 7.5 | - | 29.9 | 7.5 | 448
+    NVIDIA Turing GPU Architecture whitepaper (reference boost clock): FP32 7.5 TF, FP16 tensor 29.9 TF with
+    FP32 accumulate, 448 GB/s
+rtx\s*2060\s*super | GeForce RTX 2060 SUPER | 7.5 | - | 28.7 | 7.2 | 448
+    NVIDIA GeForce RTX 2060 SUPER specifications (2,176 CUDA cores, 1.65 GHz, 448 GB/s); tensor: 272 tensor
+    cores x 64 FMA x 2 / 2 x 1.65 GHz, as the Turing whitepaper derives its table
+rtx\s*2060 | GeForce RTX 2060 | 7.5 | - | 25.8 | 6.5 | 336
+    NVIDIA GeForce RTX 2060 specifications (1,920 CUDA cores, 1.68 GHz, 336 GB/s); tensor: 240 tensor cores
+    x 64 FMA x 2 / 2 x 1.68 GHz, as the Turing whitepaper derives its table
+agx\s*orin.*64 | Jetson AGX Orin 64GB | 8.7 | 42.5 | 42.5 | 5.3 | 204.8
+    NVIDIA Jetson AGX Orin Series technical brief: 2,048 CUDA cores at 1.3 GHz = 5.3 TF FP32, 204.8 GB/s
+    LPDDR5; tensor: the brief's GPU 170 sparse INT8 TOPS / 2 (dense) / 2 (FP16)
+agx\s*orin.*32 | Jetson AGX Orin 32GB | 8.7 | - | - | 3.3 | 204.8
+    NVIDIA Jetson AGX Orin Series technical brief: 1,792 CUDA cores at 930 MHz = 3.3 TF FP32, 204.8 GB/s LPDDR5
+orin\s*nx.*16 | Jetson Orin NX 16GB | 8.7 | - | - | 1.88 | 102.4
+    NVIDIA Jetson Orin NX Series data sheet: 1,024 CUDA cores at 918 MHz = 1.88 TF FP32, 102.4 GB/s LPDDR5
+orin\s*nx | Jetson Orin NX 8GB | 8.7 | - | - | 1.57 | 102.4
+    NVIDIA Jetson Orin NX Series data sheet: 1,024 CUDA cores at 765 MHz = 1.57 TF FP32, 102.4 GB/s LPDDR5
+orin\s*nano.*super | Jetson Orin Nano Super 8GB | 8.7 | - | - | 2.09 | 102
+    NVIDIA Jetson Orin Nano Super Developer Kit specifications: 1,024 CUDA cores at 1.02 GHz = 2.09 TF FP32,
+    102 GB/s LPDDR5
+orin\s*nano.*4 | Jetson Orin Nano 4GB | 8.7 | - | - | 0.64 | 34
+    NVIDIA Jetson Orin Nano Series data sheet: 512 CUDA cores at 625 MHz = 0.64 TF FP32, 34 GB/s LPDDR5
+orin\s*nano | Jetson Orin Nano 8GB | 8.7 | - | - | 1.28 | 68
+    NVIDIA Jetson Orin Nano Series data sheet: 1,024 CUDA cores at 625 MHz = 1.28 TF FP32, 68 GB/s LPDDR5
+"""
+# Blackwell GeForce: NVIDIA publishes their FP4 sparse "AI TOPS" and no FP16 tensor figure with FP32 accumulate
+# that this table could use (GeForce runs it at half the FP16-accumulate rate): absent, not guessed.
+_BLACKWELL = "tensor absent: no FP16-with-FP32-accumulate figure published for GeForce RTX 50 cards"
+
+
+def _figure(cell: str, scale: float) -> float | None:
+    return None if cell.strip() == "-" else float(cell) * scale
+
+
+def _parse_table(text: str) -> tuple[tuple[str, bool, DatasheetPeak], ...]:
+    """The GPU table's entries: (pattern, GeForce-only, figures with their source)."""
+    entries: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("    "):
+            entries[-1][-1] = f"{entries[-1][-1]} {line.strip()}".strip()
+        elif line.strip():
+            entries.append([*(cell.strip() for cell in line.split(" | ")), ""])
+    table = []
+    for pattern, model, cc, bf16, fp16, fp32, memory, source in entries:
+        said = source.replace("BLACKWELL", _BLACKWELL)
+        peak = DatasheetPeak(
+            model, _figure(bf16, 1e12), _figure(fp16, 1e12), _figure(fp32, 1e12), _figure(memory, 1e9), said, cc
+        )
+        table.append((pattern, model.startswith(("GeForce", "TITAN")), peak))
+    return tuple(table)
+
+
+DATASHEET: tuple[tuple[str, bool, DatasheetPeak], ...] = _parse_table(_TABLE)
+# Names that match no single entry but a family: the line that says how to name the part.
+AMBIGUOUS: tuple[tuple[str, str], ...] = (
     (
-        r"gh200.*(624|144)",
-        DatasheetPeak(
-            "GH200 144GB HBM3e", 989e12, 989e12, 67e12, 4.9e12, "NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3e)"
-        ),
+        r"\borin\b",
+        "a Jetson Orin module: name which with --gpu ('Jetson AGX Orin 64GB', 'Jetson AGX Orin 32GB', "
+        "'Jetson Orin NX 16GB', 'Jetson Orin NX 8GB', 'Jetson Orin Nano 8GB', 'Jetson Orin Nano Super 8GB')",
     ),
-    # NVIDIA GH200 Grace Hopper Superchip datasheet: H100-class GPU, 96 GB HBM3 at 4 TB/s ("480GB").
-    (
-        r"gh200",
-        DatasheetPeak(
-            "GH200 96GB HBM3", 989e12, 989e12, 67e12, 4.0e12, "NVIDIA GH200 Grace Hopper Superchip datasheet (HBM3)"
-        ),
-    ),
-    (r"h200.*nvl", DatasheetPeak("H200 NVL", 835e12, 835e12, 60e12, 4.8e12, "NVIDIA H200 datasheet")),
-    (r"h200", DatasheetPeak("H200 SXM", 989e12, 989e12, 67e12, 4.8e12, "NVIDIA H200 datasheet")),
-    # NVIDIA H100 Tensor Core GPU datasheet: SXM FP32 67 TF, BF16 1,979 TF sparse, 3.35 TB/s;
-    # PCIe FP32 51 TF, BF16 1,513 TF sparse, 2 TB/s; NVL FP32 60 TF, BF16 1,671 TF sparse, 3.9 TB/s.
-    (r"h100.*nvl", DatasheetPeak("H100 NVL", 835e12, 835e12, 60e12, 3.9e12, "NVIDIA H100 datasheet")),
-    (r"h100.*pcie", DatasheetPeak("H100 PCIe", 756e12, 756e12, 51e12, 2.0e12, "NVIDIA H100 datasheet")),
-    (r"h100", DatasheetPeak("H100 SXM", 989e12, 989e12, 67e12, 3.35e12, "NVIDIA H100 datasheet")),
-    # NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF, BF16/FP16 312 TF dense; HBM2e 80GB
-    # PCIe 1,935 GB/s, 80GB SXM 2,039 GB/s; 40GB 1,555 GB/s.
-    (
-        r"a100.*80\s*gb.*pcie|a100.*pcie.*80\s*gb",
-        DatasheetPeak("A100 80GB PCIe", 312e12, 312e12, 19.5e12, 1.935e12, "NVIDIA A100 datasheet"),
-    ),
-    (r"a100.*80\s*gb", DatasheetPeak("A100 80GB SXM", 312e12, 312e12, 19.5e12, 2.039e12, "NVIDIA A100 datasheet")),
-    (r"a100", DatasheetPeak("A100 40GB", 312e12, 312e12, 19.5e12, 1.555e12, "NVIDIA A100 datasheet")),
-    # NVIDIA HGX B200 (Blackwell) datasheet: FP16/BF16 4.5 PF sparse per GPU, HBM3e 8 TB/s.
-    (r"b200", DatasheetPeak("B200", 2.25e15, 2.25e15, None, 8.0e12, "NVIDIA HGX B200 datasheet")),
-    # NVIDIA L40S datasheet: FP32 91.6 TF, BF16 733 TF sparse, 864 GB/s.
-    (r"l40s", DatasheetPeak("L40S", 366e12, 366e12, 91.6e12, 864e9, "NVIDIA L40S datasheet")),
-    # NVIDIA L4 datasheet: FP32 30.3 TF, BF16 242 TF sparse, 300 GB/s.
-    (r"\bl4\b", DatasheetPeak("L4", 121e12, 121e12, 30.3e12, 300e9, "NVIDIA L4 datasheet")),
-    # GeForce RTX 5070 specifications (nvidia.com): 6,144 CUDA cores at 2.51 GHz boost (30.9 TF FP32),
-    # 12 GB GDDR7 on 192 bits at 28 Gbps = 672 GB/s. Tensor figures left out: GeForce cards halve
-    # FP32-accumulate tensor throughput and NVIDIA publishes only the FP4 sparse "AI TOPS".
-    (
-        r"rtx\s*5070(?!\s*ti)",
-        DatasheetPeak("GeForce RTX 5070", None, None, 30.9e12, 672e9, "NVIDIA GeForce RTX 5070 specifications"),
-    ),
-    # NVIDIA A10 datasheet: FP32 31.2 TF, BF16 250 TF sparse, 600 GB/s.
-    (r"\ba10\b", DatasheetPeak("A10", 125e12, 125e12, 31.2e12, 600e9, "NVIDIA A10 datasheet")),
-    # NVIDIA T4 datasheet: FP32 8.1 TF, mixed FP16/FP32 65 TF, 320 GB/s (no BF16).
-    (r"\bt4\b", DatasheetPeak("T4", None, 65e12, 8.1e12, 320e9, "NVIDIA T4 datasheet")),
-    # NVIDIA V100 datasheet (SXM2): FP32 15.7 TF, tensor 125 TF, 900 GB/s (no BF16).
-    (r"v100", DatasheetPeak("V100 SXM2", None, 125e12, 15.7e12, 900e9, "NVIDIA V100 datasheet")),
-    # AMD Instinct MI300X data sheet: FP32 vector 163.4 TF, BF16 1,307.4 TF dense, 5.3 TB/s.
-    (r"mi300x", DatasheetPeak("MI300X", 1307.4e12, 1307.4e12, 163.4e12, 5.3e12, "AMD Instinct MI300X data sheet")),
 )
+_LAPTOP = re.compile(r"laptop|mobile|max-q", re.IGNORECASE)
+_CC = re.compile(r"CC (\d+\.\d+)")
 
 
+def _key(pattern: str) -> str:
+    """A literal every name the pattern matches contains (its longest word before any group or alternative):
+    patterns are compiled only for names that contain their key, so a lookup compiles one or two, not all."""
+    plain = re.split(r"[(|]", re.sub(r"\\[a-zA-Z]", " ", pattern), maxsplit=1)[0]
+    return max(re.findall(r"[a-z0-9]+", plain), key=len, default="")
+
+
+_KEYS = tuple(_key(pattern) for pattern, _, _ in DATASHEET)
+
+
+@cache
 def datasheet_peak(device_name: str) -> DatasheetPeak | None:
     """The first DATASHEET entry whose pattern matches the device name, or None for an unknown device."""
     name = device_name.lower()
-    for pattern, peak in DATASHEET:
+    laptop = _LAPTOP.search(name) is not None
+    for key, (pattern, geforce, peak) in zip(_KEYS, DATASHEET, strict=True):
+        if (geforce and laptop) or key not in name:
+            continue
         if re.search(pattern, name):
             return peak
     return None
+
+
+def unknown_gpu(device_name: str) -> str:
+    """One line for a device the table lacks: what it is, and how to supply its peaks (--gpu, --peak)."""
+    name = device_name.lower()
+    for pattern, hint in AMBIGUOUS:
+        if re.search(pattern, name):
+            return f"{device_name!r} is {hint}, or give its peaks with --peak"
+    said = f"{device_name!r} is not in the GPU table"
+    if _LAPTOP.search(name):
+        said += " (laptop parts run other clocks than the desktop card of the same name)"
+    cc = _CC.search(device_name)
+    if cc:
+        models = sorted({peak.model for _, _, peak in DATASHEET if peak.cc == cc[1]})
+        if models:
+            said += f"; CC {cc[1]} is one of {', '.join(models)}"
+    return (
+        f"{said}: name the GPU with --gpu NAME (profile.ncu.gpu), or give its peaks with "
+        "--peak dram=GB/s,fp32=TFLOPS,tensor=TFLOPS (profile.ncu.peak)"
+    )
+
+
+_PEAK_ITEM = re.compile(r"^\s*(dram|fp32|tensor|bf16|fp16)\s*=\s*([0-9.eE+]+)\s*([A-Za-z/]*)\s*$")
+_BANDWIDTH_UNITS = {"": 1e9, "gb/s": 1e9, "gbps": 1e9, "tb/s": 1e12, "mb/s": 1e6, "b/s": 1.0}
+_FLOP_UNITS = {"": 1e12, "tflops": 1e12, "tflop/s": 1e12, "gflops": 1e9, "gflop/s": 1e9, "pflops": 1e15}
+_FLOP_UNITS["pflop/s"] = 1e15
+
+
+def parse_peak(text: str) -> DatasheetPeak:
+    """Peaks a user gives (`--peak dram=864GB/s,fp32=91.6TFLOPS,tensor=366TFLOPS`) as a DatasheetPeak.
+
+    dram in GB/s (default), TB/s or MB/s; fp32 and tensor (or bf16, fp16) in TFLOPS (default), GFLOPS
+    or PFLOPS, dense. UserError on anything else.
+    """
+    values: dict[str, float] = {}
+    for item in text.split(","):
+        match = _PEAK_ITEM.match(item)
+        units = _BANDWIDTH_UNITS if match and match[1] == "dram" else _FLOP_UNITS
+        unit = match[3].lower() if match else ""
+        if match is None or unit not in units:
+            raise UserError(
+                f"--peak {text!r}: {item.strip()!r} is not KEY=NUMBER[UNIT]; write e.g. "
+                "dram=864GB/s,fp32=91.6TFLOPS,tensor=366TFLOPS (dram in GB/s or TB/s, the others in TFLOPS)"
+            )
+        try:
+            values[match[1]] = float(match[2]) * units[unit]
+        except ValueError:
+            raise UserError(f"--peak {text!r}: {match[2]!r} is not a number") from None
+    tensor = values.get("tensor")
+    return DatasheetPeak(
+        model="peaks given with --peak",
+        bf16_tensor=values.get("bf16", tensor),
+        fp16_tensor=values.get("fp16", tensor),
+        fp32=values.get("fp32"),
+        memory_bytes_per_second=values.get("dram"),
+        source=f"--peak {text.strip()}",
+    )
 
 
 @dataclass
@@ -111,11 +352,8 @@ class Peaks:
         return None
 
 
-def peaks_from_datasheet(device_name: str, backend: str = "cuda") -> Peaks | None:
-    """The datasheet roofs of a known GPU (bf16, fp16, fp32 where listed), or None."""
-    sheet = datasheet_peak(device_name)
-    if sheet is None:
-        return None
+def peaks_of(sheet: DatasheetPeak, device_name: str, backend: str = "cuda") -> Peaks:
+    """The roofs of a datasheet entry (bf16, fp16, fp32 where listed)."""
     flops = {
         dtype: value
         for dtype, value in (("bfloat16", sheet.bf16_tensor), ("float16", sheet.fp16_tensor), ("float32", sheet.fp32))
@@ -124,8 +362,14 @@ def peaks_from_datasheet(device_name: str, backend: str = "cuda") -> Peaks | Non
     return Peaks(
         device=device_name,
         backend=backend,
-        source="datasheet",
+        source="datasheet" if sheet.source and not sheet.source.startswith("--peak") else "--peak",
         flop_per_second=flops,
         bytes_per_second=sheet.memory_bytes_per_second,
         detail={"model": sheet.model, "reference": sheet.source},
     )
+
+
+def peaks_from_datasheet(device_name: str, backend: str = "cuda") -> Peaks | None:
+    """The datasheet roofs of a known GPU (bf16, fp16, fp32 where listed), or None."""
+    sheet = datasheet_peak(device_name)
+    return None if sheet is None else peaks_of(sheet, device_name, backend)

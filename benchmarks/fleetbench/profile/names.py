@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from functools import lru_cache
 
 MAX_SHORT = 48
 MIN_BASE = 12
@@ -45,6 +46,7 @@ def _strip_brackets(name: str) -> str:
     return "".join(stack)
 
 
+@lru_cache(maxsize=4096)  # a report repeats its kernels' names launch after launch
 def short_name(name: str) -> str:
     """Readable short form (steps 1-4 above); for tables and charts."""
     words = _strip_brackets(name).split()
@@ -61,6 +63,7 @@ def short_name(name: str) -> str:
     return base or "unnamed"
 
 
+@lru_cache(maxsize=4096)
 def label(name: str) -> str:
     """Bounded, stable label value for a kernel or op (step 5 above)."""
     short = short_name(name)

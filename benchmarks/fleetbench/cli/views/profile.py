@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.profile.classify import DRAM_ROOF, FIXES_SHORT
+from fleetbench.profile.classify import DRAM_ROOF
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.ncu.guidance import top_rules
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
@@ -129,7 +129,7 @@ def ncu_table(summary: NcuSummary, launches: bool = False) -> Table:
         )
     if launches:
         for k in summary.kernels:
-            table.add_row(f"{k.id} {k.short}", "1", *_kernel_cells(k))
+            table.add_row(f"{k.id} {k.short}", str(k.invocations), *_kernel_cells(k))
         return table
     for g in summary.groups:
         table.add_row(g.short, str(g.launches), *_kernel_cells(g))
@@ -146,8 +146,13 @@ def _kernel_cells(k: KernelSummary | KernelGroup) -> tuple[str, ...]:
         scaled(k.flop_per_second, ""),
         scaled(k.dram_bytes, "", 1e6),
         number(k.arithmetic_intensity),
-        k.cls,
+        class_cell(k.cls, k.level),
     )
+
+
+def class_cell(cls: str, level: str | None) -> str:
+    """The class with the memory level behind it, where one limits: `memory_bound (L2)`."""
+    return f"{cls} ({level})" if level else cls
 
 
 @dataclass
@@ -194,7 +199,7 @@ def flop_source_caption(rows: Iterable[dict[str, Any]]) -> str:
 def ncu_fix_rows(summary: NcuSummary, top: int) -> list[FixRow]:
     """The `top` kernel groups of a report as rows of the fixes table."""
     return [
-        FixRow(g.short, g.duration_s, g.compute_sol, g.memory_sol, g.cls, FIXES_SHORT[g.cls])
+        FixRow(g.short, g.duration_s, g.compute_sol, g.memory_sol, class_cell(g.cls, g.level), g.fix_short)
         for g in summary.groups[:top]
     ]
 
@@ -294,7 +299,7 @@ def nvidia_table(summary: NcuSummary, top: int, per_kernel: int = 3) -> Table | 
         launch = next((k for k in summary.kernels if k.label == group.label and k.rules), None)
         if launch is None:
             continue
-        ours = f"{group.cls} !" if group.disagreement else group.cls
+        ours = class_cell(group.cls, group.level) + (" !" if group.disagreement else "")
         for index, rule in enumerate(top_rules(launch.rules, per_kernel)):
             speedup = f"{rule.speedup_pct:.1f}% {rule.speedup_type or ''}".strip() if rule.speedup_pct else ""
             table.add_row(
@@ -319,9 +324,12 @@ def kernel_notes(summary: NcuSummary, top: int) -> list[str]:
             launch = next(k for k in summary.kernels if k.label == group.label and k.derived)
             lines += [f"{group.short}: {figure} derived: {how}" for figure, how in launch.derived.items()]
         if group.tensor_uncounted:
-            lines.append(f"{group.short}: FLOPs may be far too low: {group.tensor_uncounted}")
+            said = "FLOPs may be far too low" if group.flops is not None else "its tensor-core FLOPs are not counted"
+            lines.append(f"{group.short}: {said}: {group.tensor_uncounted}")
         if group.disagreement:
-            lines.append(f"{group.short}: class and NVIDIA disagree ({group.disagreement})")
+            said = "" if group.disagreement_why else "; no known reason: read NVIDIA's rule and the figures"
+            lines.append(f"{group.short}: class and NVIDIA disagree ({group.disagreement}{said})")
+    lines += [note.removeprefix("note: ") for note in summary.notes if note.startswith("note: ")]
     return lines
 
 
@@ -333,7 +341,9 @@ def show_ncu(console: Console, outcome: NcuOutcome) -> None:
     rules = nvidia_table(summary, top)
     if rules is not None:
         console.print(rules)
-    report_notes = [note for note in summary.notes if not note.startswith("==") or note.startswith(("==W", "==E"))]
+    report_notes = [
+        note for note in summary.notes if not note.startswith(("==", "note: ")) or note.startswith(("==W", "==E"))
+    ]
     for line in report_notes + kernel_notes(summary, top):
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     console.print("\n".join(str(path) for path in files), soft_wrap=True)

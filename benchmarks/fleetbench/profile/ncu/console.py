@@ -13,14 +13,29 @@ The layout every ncu version since 2019 prints:
                        message ...                 message on deeper-indented lines; `----- ---`
                                                    separates two results of one section
 
-Rows become the metrics of `WANTED` (readers.py) through their display names (`DISPLAY`), with the
-unit the table prints converted to ncu's base unit; a row whose unit is not the one its metric has
-(Memory Workload Analysis prints a "Memory Throughput" in byte/second beside the speed-of-light's %)
-is some other figure and is not taken. A row named by an ncu metric itself (`ncu --metrics ...`,
-"Command line profiler metrics") is taken when the metric is in WANTED. `n/a` is absent, `nan` is
-ncu's "failed to measure" (readers.parse_value). The console names no rule identifiers: each
-paragraph becomes a RuleResult whose rule and section are the section's title. "Est. Speedup" is
-ncu's global estimate, "Est. Local Speedup" the one within the rule's own scope.
+The summaries `--print-summary per-kernel` and `per-gpu` print, instead of each launch, one entry per
+kernel and launch shape with the minimum, maximum and average of its invocations:
+  NAME (GRID)x(BLOCK), Device N, CC x.y, Invocations K      per-kernel
+  Device N, CC x.y                                          per-gpu: a device line, then under it
+    NAME (GRID)x(BLOCK), Invocations K                      one line per kernel
+      Section: <title>                                      tables `Name  Unit  Minimum Maximum Average`
+Each entry becomes one KernelResult standing for its K invocations (`invocations`) with the
+averages as its figures (format `console-summary`); such a summary prints no rule results.
+
+Rows become the metrics of `WANTED` (readers.py) through their display names (readers.DISPLAY), with
+the unit the table prints converted to ncu's base unit; a row whose unit is not the one its metric
+has is some other figure ("Memory Throughput" in byte/second, Memory Workload Analysis', is the
+DRAM bytes per second, in % the speed-of-light's memory SOL). A row named by an ncu metric itself
+(`ncu --metrics ...`, "Command line profiler metrics") is taken when the metric is in WANTED. `n/a`
+is absent, `nan` is ncu's "failed to measure" (readers.parse_value); a text where a number belongs,
+a negative figure and a metric given twice with two values are left out with a warning. The console
+names no rule identifiers: each paragraph becomes a RuleResult whose rule and section are the
+section's title. "Est. Speedup" is ncu's global estimate, "Est. Local Speedup" the one within the
+rule's own scope.
+
+A log cut short says so in a warning, and what it holds is still read: a table open at the end of the
+file, fewer launches than ncu's `==PROF== Profiling` lines announced, or a process ncu connected to
+and never disconnected from.
 """
 
 from __future__ import annotations
@@ -31,36 +46,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetbench.errors import UserError
-from fleetbench.profile.ncu.readers import WANTED, KernelResult, NcuReport, Value, normalise_unit, parse_value
+from fleetbench.profile.ncu.readers import (
+    COMPUTE_SOL,
+    DISPLAY,
+    DRAM_HZ,
+    MEMORY_SOL,
+    WANTED,
+    KernelResult,
+    Launch,
+    NcuReport,
+    Warnings,
+    display_metric,
+)
 from fleetbench.profile.ncu.rules import RuleResult
 
-COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
-MEMORY_SOL = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
-DRAM_HZ = "dram__cycles_elapsed.avg.per_second"
-
-# Display name -> (ncu metric, the base unit its value must have: "%", "ns", "hz", "" for a count).
-DISPLAY: dict[str, tuple[str, str]] = {
-    "Duration": ("gpu__time_duration.sum", "ns"),
-    "Compute (SM) Throughput": (COMPUTE_SOL, "%"),
-    "Compute (SM) [%]": (COMPUTE_SOL, "%"),  # ncu 2021-2022
-    "SM [%]": (COMPUTE_SOL, "%"),  # ncu 2019-2020
-    "Memory Throughput": (MEMORY_SOL, "%"),  # the same label in byte/second is another figure
-    "Memory [%]": (MEMORY_SOL, "%"),
-    "DRAM Throughput": ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "%"),
-    "L1/TEX Cache Throughput": ("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),
-    "L2 Cache Throughput": ("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),
-    "SM Frequency": ("sm__cycles_elapsed.avg.per_second", "hz"),
-    "DRAM Frequency": (DRAM_HZ, "hz"),
-    "Memory Frequency": (DRAM_HZ, "hz"),  # ncu 2019-2020
-    "Grid Size": ("launch__grid_size", ""),
-    "Block Size": ("launch__block_size", ""),
-}
-assert {metric for metric, _ in DISPLAY.values()} <= set(WANTED)
-_TEXT_METRICS = {"device__attribute_display_name"}
+__all__ = ["COMPUTE_SOL", "DISPLAY", "DRAM_HZ", "MEMORY_SOL", "looks_like_console", "parse_console"]
+assert {metric for choices in DISPLAY.values() for metric, _ in choices} <= set(WANTED)
 
 _NCU_LINE = re.compile(r"^==[A-Z]+==")
 _PROCESS = re.compile(r"^\[\d+\] \S.*@\S+$")
 _KERNEL = re.compile(r"^(?P<indent>\s*)(?P<head>\S.*?), Context \d+, Stream \d+(?P<rest>.*)$")
+# --print-summary: "NAME (GRID)x(BLOCK)[, Device N, CC x.y], Invocations K" and, per-gpu, "Device N, CC x.y"
+_SUMMARY = re.compile(
+    r"^(?P<indent>\s*)(?P<head>\S.*?)(?P<rest>(?:, Device \d+)?(?:, CC \d+\.\d+)?), Invocations (?P<n>\d+)\s*$"
+)
+_GPU = re.compile(r"^\s*Device (?P<device>\d+), CC (?P<cc>\d+\.\d+)\s*$")
+_PROFILING = re.compile(r"^==PROF== Profiling ")
 _DEVICE = re.compile(r"Device (\d+)")
 _CC = re.compile(r"CC (\d+\.\d+)")
 _LAUNCH = re.compile(r"\s*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)$")  # " (grid)x(block)"
@@ -69,7 +80,7 @@ _SECTION = re.compile(r"^\s*Section: (?P<title>\S.*?)\s*$")
 _RULE = re.compile(r"^(?P<indent>\s*)(?P<kind>OPT|INF|WRN|ERR)(?:\s{2,}(?P<text>.*?))?\s*$")
 _SPEEDUP = re.compile(r"^Est\. (?:(?P<scope>Local|Global) )?Speedup: (?P<pct>[0-9.]+)%\s*(?P<rest>.*)$")
 _DASHES = re.compile(r"^\s*-{3,}(\s+-+)*\s*$")
-_MARKER = re.compile(r", Context \d+, Stream \d+|^\s*Section: \S", re.MULTILINE)
+_MARKER = re.compile(r", Context \d+, Stream \d+|^\s*Section: \S|, Invocations \d+\s*$", re.MULTILINE)
 
 
 def looks_like_console(text: str) -> bool:
@@ -88,41 +99,56 @@ def read_ncu_console(path: Path) -> NcuReport:
 
 def parse_console(path: Path, text: str) -> NcuReport:
     """The launches, metrics, rule results and ncu messages of console output already read from `path`."""
-    parser = _Parser(path.name)
+    parser = _Parser(path.name, Warnings(path.name))
     for line in text.splitlines():
         parser.feed(line)
     parser.end_rule()
     if not parser.kernels:
         raise UserError(
             f"report {path} holds no kernel data: it looks like ncu's console output but has no launch line "
-            "('NAME (GRID)x(BLOCK), Context N, Stream N, ...'), so it was cut before ncu printed its results; "
+            "('NAME (GRID)x(BLOCK), Context N, Stream N, ...') and no --print-summary entry "
+            "('NAME (GRID)x(BLOCK), ..., Invocations N'), so it was cut before ncu printed its results; "
             "capture again, e.g. fleetbench ncu run -- PROGRAM"
         )
-    return NcuReport(path=str(path), format="console", kernels=parser.kernels, notes=parser.notes)
+    notes = parser.notes
+    parser.warnings.into(notes)
+    notes.extend(parser.cut(text))
+    layout = "console-summary" if parser.summary else "console"
+    return NcuReport(path=str(path), format=layout, kernels=parser.kernels, notes=notes)
 
 
-def _row(text: str) -> tuple[str, str, str] | None:
-    """(name, unit, value) of a table row `Name   Unit   Value`; None for a line that is not one."""
-    head, _, value = text.strip().rpartition(" ")
+def _split_row(text: str, values: int) -> tuple[str, str, list[str]] | None:
+    """(name, unit, the last `values` cells) of a table row `Name   Unit   Value...`; None for another line."""
+    cells = text.strip().rsplit(None, values)
+    if len(cells) != values + 1:
+        return None
+    head, found = cells[0], cells[1:]
     parts = re.split(r"\s{2,}", head.strip())
     if not head.strip() or len(parts) > 2:
         return None
     if len(parts) == 2:
-        return parts[0], parts[1], value
+        return parts[0], parts[1], found
     name = parts[0]
     if name not in DISPLAY and " " in name:  # a full name column leaves one space before the unit
         shorter, unit = name.rsplit(" ", 1)
         if shorter in DISPLAY:
-            return shorter, unit, value
-    return name, "", value
+            return shorter, unit, found
+    return name, "", found
 
 
-def _metric_of(name: str, unit: str) -> str | None:
-    """The WANTED metric a row holds: by display name when its unit is the metric's, or by the metric's own name."""
-    if name in DISPLAY:
-        metric, base = DISPLAY[name]
-        return metric if normalise_unit(unit)[1] == base else None
-    return name if name in WANTED else None
+def _row(text: str) -> tuple[str, str, str] | None:
+    """(name, unit, value) of a table row `Name   Unit   Value`; None for a line that is not one."""
+    row = _split_row(text, 1)
+    return None if row is None else (row[0], row[1], row[2][0])
+
+
+def _metric_of(name: str, unit: str) -> tuple[str, bool] | None:
+    """The WANTED metric a row holds and whether the row names it exactly: by the metric's own name, or by a
+    display name in the unit of its metric."""
+    if name in WANTED:
+        return name, True
+    metric = display_metric(name, unit)
+    return None if metric is None else (metric, False)
 
 
 def _number(text: str) -> float | None:
@@ -154,27 +180,54 @@ class _Parser:
     """Reads the console line by line: launches, their sections' rows and rule paragraphs, ncu's messages."""
 
     name: str
+    warnings: Warnings
     kernels: list[KernelResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    kernel: KernelResult | None = None
+    launch: Launch | None = None
     section: str = ""
     rule: _Rule | None = None
+    summary: bool = False  # --print-summary: entries of K invocations with min/max/average columns
+    gpu: str = ""  # per-gpu summary: the device line the entries below belong to
+    in_table: bool = False  # a dashed rule was seen in the current section
+    dashes: int = 0  # dashed rules in the current section: a table has 3 with a `Metric Name` header, else 2
+    header: bool = False  # the current section's table has a `Metric Name` header
+    last_row: bool = False  # the last non-blank line was a table row (a table ends with a dashed rule)
+    sections: list[list[str]] = field(default_factory=list)  # each launch's section titles, in order
+    profiled: int = 0  # launches ncu announced (`==PROF== Profiling "name" - N: ...`)
+    connected: int = 0
+    disconnected: int = 0
+
+    @property
+    def kernel(self) -> KernelResult | None:
+        return None if self.launch is None else self.launch.kernel
 
     def feed(self, line: str) -> None:
         """Take one line of the console output."""
+        stripped = line.strip()
         if _NCU_LINE.match(line.lstrip()):
             self.end_rule()
-            self.notes.append(line.strip())
-        elif _PROCESS.match(line.strip()):
+            self.notes.append(stripped)
+            self.profiled += bool(_PROFILING.match(stripped))
+            self.connected += stripped.startswith("==PROF== Connected to process")
+            self.disconnected += stripped.startswith("==PROF== Disconnected from process")
+        elif _PROCESS.match(stripped):
             self.end_rule()
-            self.kernel = None
+            self.launch, self.gpu = None, ""
         elif (launch := _KERNEL.match(line)) is not None:
-            self.start_kernel(launch)
+            self.start_kernel(launch["head"], launch["rest"])
+        elif (entry := _SUMMARY.match(line)) is not None:
+            self.summary = True
+            self.start_kernel(entry["head"], f"{entry['rest']}{self.gpu}", int(entry["n"]))
+        elif (gpu := _GPU.match(line)) is not None:
+            self.end_rule()
+            self.launch, self.gpu = None, f", Device {gpu['device']}, CC {gpu['cc']}"
         elif self.kernel is None:
             return  # the program's output
         elif (section := _SECTION.match(line)) is not None:
             self.end_rule()
-            self.section = section["title"]
+            self.section, self.in_table, self.last_row = section["title"], False, False
+            self.dashes, self.header = 0, False
+            self.sections[-1].append(self.section)
         elif (rule := _RULE.match(line)) is not None:
             self.start_rule(rule)
         else:
@@ -182,31 +235,41 @@ class _Parser:
 
     def other(self, line: str) -> None:
         """A rule's continuation, a separator, a table row, or the program's output inside a launch."""
-        if not line.strip() or _DASHES.match(line):
+        if _DASHES.match(line):
+            self.end_rule()
+            self.in_table, self.last_row = True, False
+            self.dashes += 1
+        elif not line.strip():
             self.end_rule()
         elif self.rule is not None and len(line) - len(line.lstrip()) > self.rule.indent:
             self.rule.lines.append(line.strip())
         else:
             self.end_rule()
+            self.last_row = self.in_table
+            self.header = self.header or line.split()[:2] == ["Metric", "Name"]
             self.table_row(line)
 
-    def start_kernel(self, launch: re.Match[str]) -> None:
-        """A launch line: its name (without the launch shape or time stamp) and its device."""
+    def start_kernel(self, head: str, rest: str, invocations: int = 1) -> None:
+        """A launch line (or a summary entry): its name (without the launch shape or time stamp) and its device."""
         self.end_rule()
-        name = _STAMP.sub("", _LAUNCH.sub("", launch["head"]))
-        device, cc = _DEVICE.search(launch["rest"]), _CC.search(launch["rest"])
+        name = _STAMP.sub("", _LAUNCH.sub("", head))
+        device, cc = _DEVICE.search(rest), _CC.search(rest)
         where = f"device {device[1]}" if device else "unknown device"
         if cc:
             where += f" (CC {cc[1]})"
         index = len(self.kernels)
-        self.kernel = KernelResult(index=index, id=str(index), name=name.strip(), device=where)
-        self.kernels.append(self.kernel)
-        self.section = ""
+        kernel = KernelResult(index=index, id=str(index), name=name.strip(), device=where, invocations=invocations)
+        self.launch = Launch(kernel, self.warnings)
+        self.kernels.append(kernel)
+        self.sections.append([])
+        self.section, self.in_table, self.last_row = "", False, False
+        self.dashes, self.header = 0, False
 
     def start_rule(self, match: re.Match[str]) -> None:
         """`OPT   Est. Speedup: 13.41%` or `INF   first line of the message`."""
         self.end_rule()
         self.rule = _Rule(indent=len(match["indent"]), kind=match["kind"], section=self.section)
+        self.last_row = False
         text = match["text"] or ""
         speedup = _SPEEDUP.match(text)
         if speedup is not None and (pct := _number(speedup["pct"])) is not None:
@@ -223,20 +286,43 @@ class _Parser:
         self.rule = None
 
     def table_row(self, line: str) -> None:
-        """A row of a section's table, kept when it holds a WANTED metric the launch does not have yet."""
-        assert self.kernel is not None
-        row = _row(line)
+        """A row of a section's table, kept when it holds a WANTED metric (a summary's: the average)."""
+        assert self.launch is not None
+        row = _split_row(line, 3) if self.summary else _split_row(line, 1)
         if row is None:
             return
-        name, unit, text = row
-        metric = _metric_of(name, unit)
-        if metric is None or metric in self.kernel.metrics:
+        name, unit, cells = row
+        found = _metric_of(name, unit)
+        if found is None:
             return
-        value: Value | None = parse_value(text, unit)
-        if isinstance(value, str) and metric not in _TEXT_METRICS:
-            self.notes.append(
-                f"warning: {self.name}: {name} of launch {self.kernel.id} ({self.kernel.name}) is {text!r}, "
-                "not a number; left out"
+        metric, exact = found
+        kernel = self.launch.kernel
+        value = self.warnings.checked(f"{kernel.id} ({kernel.name})", metric, cells[-1], unit, name)
+        if value is not None:
+            self.launch.put(metric, value, (self.section, name), exact)
+
+    def cut(self, text: str) -> list[str]:
+        """Warnings that the log was cut short: where, and that what precedes the cut was read."""
+        said: list[str] = []
+        last = self.kernels[-1]
+        unclosed = self.dashes % (3 if self.header else 2) != 0
+        if (self.last_row or unclosed) and self.kernel is last:
+            said.append(
+                f"the table of section {self.section!r} of the last launch ({last.id}, {last.name}) is not closed"
             )
-        elif value is not None:
-            self.kernel.metrics[metric] = value
+        first, final = self.sections[0], self.sections[-1]
+        if len(self.sections) > 1 and len(final) < len(first) and first[: len(final)] == final:
+            said.append(f"the last launch ({last.id}) has {len(final)} of the {len(first)} sections the first one has")
+        launches = sum(k.invocations for k in self.kernels)
+        if self.profiled > launches:
+            said.append(f"ncu announced {self.profiled} profiled launches and the log holds {launches}")
+        if self.connected > self.disconnected:
+            said.append("ncu never printed that the profiled process disconnected")
+        if text.rsplit("\n", 1)[-1].strip():  # ncu ends every line it prints
+            said.append("the file ends inside a line")
+        if not said:
+            return []
+        return [
+            f"warning: {self.name} is cut: {'; '.join(said)}; summarised up to the cut (the last launch may "
+            "lack figures); capture again for the whole log"
+        ]

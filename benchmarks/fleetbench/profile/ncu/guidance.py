@@ -1,21 +1,39 @@
-"""NVIDIA's guided analysis beside our class: the top rules of a kernel and where the two disagree.
+"""NVIDIA's guided analysis beside our class: the top rules of a kernel, NVIDIA's verdict, where the two disagree.
 
-Nsight Compute's `SOLBottleneck` rule (section SpeedOfLight) states the same thing our class does,
-in its own terms: the kernel is busy (one unit above ~80 % of peak: "High Throughput", "... more
-heavily utilized than ...") or latency-limited (both below 60 %: "Latency Issue"; "Small Grid").
-Where our class says the opposite, both are shown; neither is silently preferred.
+Nsight Compute's `SOLBottleneck` rule (section SpeedOfLight, a Python rule in ncu's `sections/` folder)
+states what our class states, on the same figures and, by default, the same thresholds
+(fleetbench.profile.classify). Its message says which case it found, and is read back into our class
+names (`nvidia_verdict`) in every wording of the rule the reports and logs carry:
+
+  "High Throughput" / "utilizing greater than 80.0%"   compute_bound when it sends the reader to the
+      Compute Workload Analysis section, memory_bound when to the Memory Workload Analysis one
+      ("Start by analyzing L2 in ...": the level too)
+  "High Compute Throughput" / "Compute is more heavily utilized than Memory"   compute_bound
+  "High Memory Throughput" / "Memory is more heavily utilized than Compute"    memory_bound
+      ("... to identify the L1 bottleneck": the level)
+  "Balanced Throughput" / "Compute and Memory are well-balanced"               balanced
+  "Latency Issue" / "Small Grid" / "latency issues" / "too small to fill"      latency_bound
+
+Where our class says otherwise, for any class (balanced included), both are shown and the summary says
+why where it can (`explain`): our figures derived rather than measured, thresholds set away from
+NVIDIA's, a figure at a threshold to the precision the file prints it, the weighted figures of a
+kernel's launches crossing a threshold none of them crosses. Neither is silently preferred.
 """
 
 from __future__ import annotations
 
+import re
+
 from fleetbench.profile.ncu.rules import RuleResult
 
 BOTTLENECK_RULE = "SOLBottleneck"
-SOL_SECTIONS = ("SpeedOfLight", "GPU Speed Of Light Throughput")
-_LATENCY_WORDS = ("latency", "small grid", "too small to fill", "tail effect")
-_BUSY_WORDS = ("high throughput", "greater than 80", "more heavily utilized", "is utilizing greater")
-# Our classes that make a claim NVIDIA's bottleneck rule can contradict.
-_OURS = {"latency_bound": "latency", "compute_bound": "busy", "memory_bound": "busy"}
+SOL_SECTIONS = ("SpeedOfLight", "GPU Speed Of Light Throughput", "GPU Speed Of Light")
+_LATENCY = ("latency issue", "small grid", "too small to fill")
+_BUSY = ("high throughput", "greater than 80", "is utilizing greater")
+_COMPUTE = ("high compute throughput", "compute is more heavily utilized")
+_MEMORY = ("high memory throughput", "memory is more heavily utilized")
+_BALANCED = ("balanced throughput", "well-balanced")
+_LEVEL = re.compile(r"(?:identify the|start by analyzing) (DRAM|L1|L2)\b", re.IGNORECASE)
 _KIND_ORDER = {"ERR": 0, "WRN": 1, "OPT": 2, "INF": 3, "NONE": 4}
 
 
@@ -24,17 +42,34 @@ def bottleneck(rules: list[RuleResult]) -> RuleResult | None:
     for rule in rules:
         if rule.rule == BOTTLENECK_RULE:
             return rule
-    return next((rule for rule in rules if rule.section in SOL_SECTIONS), None)
+    return next((rule for rule in rules if rule.section in SOL_SECTIONS and nvidia_verdict(rule)[0]), None)
+
+
+def nvidia_verdict(rule: RuleResult) -> tuple[str | None, str | None]:
+    """NVIDIA's bottleneck rule as our class and memory level; (None, None) when it says none of its cases."""
+    text = f"{rule.title} {rule.message}".lower()
+    level_match = _LEVEL.search(text)
+    level = level_match[1].upper() if level_match else None
+    if any(word in text for word in _LATENCY) or "latency issues" in text:
+        return "latency_bound", None
+    if any(word in text for word in _BALANCED):
+        return "balanced", None
+    if any(word in text for word in _COMPUTE):
+        return "compute_bound", None
+    if any(word in text for word in _MEMORY):
+        return "memory_bound", level
+    if any(word in text for word in _BUSY):
+        if "compute workload analysis" in text:
+            return "compute_bound", None
+        if "memory workload analysis" in text:
+            return "memory_bound", level
+    return None, None
 
 
 def nvidia_view(rule: RuleResult) -> str | None:
     """'busy' or 'latency' as NVIDIA's bottleneck rule words it; None when it says neither."""
-    text = f"{rule.title} {rule.message}".lower()
-    if any(word in text for word in _LATENCY_WORDS):
-        return "latency"
-    if any(word in text for word in _BUSY_WORDS):
-        return "busy"
-    return None
+    cls = nvidia_verdict(rule)[0]
+    return None if cls is None else "latency" if cls == "latency_bound" else "busy"
 
 
 def headline(rule: RuleResult) -> str:
@@ -43,16 +78,16 @@ def headline(rule: RuleResult) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def disagreement(cls: str, rules: list[RuleResult]) -> str | None:
-    """A sentence when our class and NVIDIA's bottleneck rule contradict each other, else None."""
+def disagreement(cls: str, rules: list[RuleResult], why: str | None = None) -> str | None:
+    """A sentence when our class and NVIDIA's bottleneck rule differ (any class, balanced included), else None."""
     rule = bottleneck(rules)
-    ours = _OURS.get(cls)
-    if rule is None or ours is None:
+    if rule is None:
         return None
-    theirs = nvidia_view(rule)
-    if theirs is None or theirs == ours:
+    theirs = nvidia_verdict(rule)[0]
+    if theirs is None or theirs == cls or cls not in ("memory_bound", "compute_bound", "balanced", "latency_bound"):
         return None
-    return f"ours: {cls}; NVIDIA {rule.rule}: {headline(rule)}"
+    said = f"ours: {cls}; NVIDIA {rule.rule}: {headline(rule)} ({theirs})"
+    return f"{said}; why: {why}" if why else said
 
 
 def top_rules(rules: list[RuleResult], count: int = 3) -> list[RuleResult]:

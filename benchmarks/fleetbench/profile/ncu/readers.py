@@ -11,8 +11,13 @@ CSV exports come in two layouts, both accepted:
                   may hold the units
 Program output and `==PROF==` lines before the header are skipped; values may carry thousands
 separators (`134,221,568`); units may be scaled (`usecond`, `us`, `ms`, `Gbyte/second`,
-`cycle/nsecond`) and are converted to the base units. A row cut short (a file cut off) or a text
-where a number belongs is left out with a warning in NcuReport.notes, never summarised silently.
+`cycle/nsecond`) and are converted to the base units. Rows are named by the ncu metric
+(`--metrics`, `--page raw`) or by the section's display name, as `--page details` prints them
+("Duration", "Compute (SM) Throughput", "DRAM Throughput", ...; `DISPLAY` holds every ncu version's
+wording found): a display name counts only in the unit its metric has ("Memory Throughput" in % is
+memory SOL, in byte/second the DRAM bytes per second). A row cut short (a file cut off), a text where
+a number belongs, a negative count, duration or percentage, and a metric given twice with two
+values are left out with a warning in NcuReport.notes, never summarised silently.
 
 ncu's plain console output (`ncu ./app`, or a log of it) is read by fleetbench.profile.ncu.console;
 `read_report` tells the three apart by their content.
@@ -63,6 +68,7 @@ WANTED: tuple[str, ...] = (
     "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",
     "launch__grid_size",
     "launch__block_size",
+    "launch__waves_per_multiprocessor",
     *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed" for op in FLOP_OPS),
     *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in FLOP_OPS),
     *TENSOR_METRICS,
@@ -71,6 +77,42 @@ WANTED: tuple[str, ...] = (
 INSTALL_HINT = "pip install 'fleetbench[ncu]' (NVIDIA's ncu-report package)"
 REP_MAGIC = b"NVR\x00"
 TEXT_METRICS = frozenset({"device__attribute_display_name"})  # every other WANTED metric is a number
+# NVIDIA's list of the unit metrics memory SOL is the maximum of (a .ncu-rep carries it): which level limits.
+BREAKDOWN = "breakdown:gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+MEMORY_SOL = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM_SOL = "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM_HZ = "dram__cycles_elapsed.avg.per_second"
+
+# The rows of ncu's sections, by display name, in every ncu version's wording found in published console
+# logs and CSV exports (2019-2025; "SOL FB/L2/TEX": the legacy section of pre-Volta GPUs): name ->
+# (ncu metric, the base unit its value must have: "%", "ns", "hz", "byte/s", "" for a count). A name in
+# another unit is some other figure and is not taken.
+DISPLAY: dict[str, tuple[tuple[str, str], ...]] = {
+    # GPU Speed Of Light Throughput (ncu 2023-), GPU Speed Of Light (2019-2022)
+    "Duration": (("gpu__time_duration.sum", "ns"),),
+    "Compute (SM) Throughput": ((COMPUTE_SOL, "%"),),
+    "Compute (SM) [%]": ((COMPUTE_SOL, "%"),),  # ncu 2021-2022
+    "SM [%]": ((COMPUTE_SOL, "%"),),  # ncu 2019-2020
+    "Memory Throughput": ((MEMORY_SOL, "%"), ("dram__bytes.sum.per_second", "byte/s")),  # SOL; Memory Workload
+    "Memory [%]": ((MEMORY_SOL, "%"),),
+    "DRAM Throughput": ((DRAM_SOL, "%"),),
+    "SOL FB": ((DRAM_SOL, "%"),),  # ncu 2019-2020: the frame buffer (DRAM)
+    "SOL DRAM": ((DRAM_SOL, "%"),),  # ncu 2020-2021, with "SOL L1/TEX Cache" and "SOL L2 Cache"
+    "L1/TEX Cache Throughput": (("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),),
+    "SOL TEX": (("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),),
+    "SOL L1/TEX Cache": (("l1tex__throughput.avg.pct_of_peak_sustained_active", "%"),),
+    "L2 Cache Throughput": (("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),),
+    "SOL L2": (("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),),
+    "SOL L2 Cache": (("lts__throughput.avg.pct_of_peak_sustained_elapsed", "%"),),
+    "SM Frequency": (("sm__cycles_elapsed.avg.per_second", "hz"),),
+    "DRAM Frequency": ((DRAM_HZ, "hz"),),
+    "Memory Frequency": ((DRAM_HZ, "hz"),),  # ncu 2019-2020
+    # Launch Statistics
+    "Grid Size": (("launch__grid_size", ""),),
+    "Block Size": (("launch__block_size", ""),),
+    "Waves Per SM": (("launch__waves_per_multiprocessor", ""),),
+}
 MAX_WARNINGS = 10  # of one kind per file; the rest are counted in one more note
 EXPECTED = (
     'fleetbench reads an .ncu-rep, an `ncu --csv` export (a header row starting with "ID") or ncu\'s console '
@@ -90,6 +132,9 @@ class KernelResult:
     device: str
     metrics: dict[str, Value] = field(default_factory=dict)
     rules: list[RuleResult] = field(default_factory=list)  # NVIDIA's guided analysis, where the file has it
+    breakdown: dict[str, float] = field(default_factory=dict)  # memory SOL's unit metrics (BREAKDOWN), in %
+
+    invocations: int = 1  # launches this entry stands for (ncu's --print-summary: their average figures)
 
 
 @dataclass
@@ -192,6 +237,7 @@ def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult
     """Every named launch of a loaded report; a nameless one is left out, a garbled one kept, each with a note."""
     kernels: list[KernelResult] = []
     damaged: list[str] = []
+    negative: list[str] = []
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
         for action_index in range(profiled_range.num_actions()):
@@ -206,7 +252,7 @@ def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult
             kernel_name = _text(str(raw))
             if kernel_name != raw:
                 damaged.append(f"warning: report {name} is damaged: the name of launch {launch} is not valid text")
-            metrics = _rep_metrics(action)
+            metrics = _rep_metrics(action, launch, name, negative)
             display = metrics.get("device__attribute_display_name")
             kernels.append(
                 KernelResult(
@@ -216,9 +262,11 @@ def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult
                     device=str(display) if display is not None else "unknown device",
                     metrics=metrics,
                     rules=[_text_rule(rule) for rule in rules_of_action(action)],
+                    breakdown=_rep_breakdown(action) if _memory_side(metrics) else {},
                 )
             )
     _capped(notes, damaged)
+    _capped(notes, negative)
     return kernels
 
 
@@ -233,16 +281,51 @@ def _text_rule(rule: RuleResult) -> RuleResult:
     return rule if clean == texts else replace(rule, rule=clean[0], section=clean[1], title=clean[2], message=clean[3])
 
 
-def _rep_metrics(action: Any) -> dict[str, Value]:
+def _rep_metrics(action: Any, launch: str, name: str, negative: list[str]) -> dict[str, Value]:
     metrics: dict[str, Value] = {}
-    for name in WANTED:
-        metric = action.metric_by_name(name)
+    for metric_name in WANTED:
+        metric = action.metric_by_name(metric_name)
         if metric is None or not metric.has_value():
             continue
         value = _rep_value(metric)
-        if value is not None:
-            metrics[name] = value
+        if isinstance(value, float) and value < 0:
+            negative.append(
+                f"warning: report {name}: {metric_name} of launch {launch} is {value:g}, negative; left out"
+            )
+        elif value is not None:
+            metrics[metric_name] = value
     return metrics
+
+
+def _memory_side(metrics: dict[str, Value]) -> bool:
+    """Whether a launch's memory level may be asked for: one unit from 60 % on and memory SOL at most 10 points
+    behind compute SOL, the launches NVIDIA's thresholds class memory_bound or balanced. Reading the breakdown
+    of every launch would cost a report reader more than the rest of its figures; a launch outside these (under
+    other thresholds) has its level from the SOL section's L1/TEX, L2 and DRAM throughputs."""
+    memory, compute = metrics.get(MEMORY_SOL), metrics.get(COMPUTE_SOL)
+    if not isinstance(memory, float) or not math.isfinite(memory):
+        return False
+    if not isinstance(compute, float) or not math.isfinite(compute):
+        return memory >= 60
+    return max(memory, compute) >= 60 and memory >= compute - 10
+
+
+def _rep_breakdown(action: Any) -> dict[str, float]:
+    """The unit metrics memory SOL is the maximum of (NVIDIA's `breakdown:` list), where the report has them."""
+    breakdown: dict[str, float] = {}
+    try:
+        listed = action.metric_by_name(BREAKDOWN)
+        if listed is None or listed.kind() != listed.ValueKind_STRING:
+            return {}
+        for metric_name in str(listed.as_string() or "").split(","):
+            metric = action.metric_by_name(metric_name.strip()) if metric_name.strip() else None
+            if metric is not None and metric.has_value() and metric.kind() != metric.ValueKind_STRING:
+                value = float(metric.as_double())
+                if math.isfinite(value) and value >= 0:
+                    breakdown[metric_name.strip()] = value
+    except Exception:  # a damaged report's breakdown: the level then comes from the SOL figures
+        return {}
+    return breakdown
 
 
 @contextmanager
@@ -381,7 +464,7 @@ def _csv_report(path: Path, preamble: list[str], body: str) -> NcuReport:
     if rows and _cut_off(body):
         notes.append(f"warning: {path.name}: its last row is cut off (the file ends inside it); left out")
         rows = rows[:-1]
-    warnings = _Warnings(path.name)
+    warnings = Warnings(path.name)
     if "Metric Name" in header and "Metric Value" in header:
         kernels = _details(header, rows, warnings)
         layout = "csv-details"
@@ -402,33 +485,111 @@ def _cut_off(body: str) -> bool:
     return not (last.endswith('"') and last.count('"') % 2 == 0)  # ends on a closing quote
 
 
+def display_metric(name: str, unit: str) -> str | None:
+    """The WANTED metric a display-name row holds in this unit (`DISPLAY`), or None."""
+    choices = DISPLAY.get(name)
+    if choices is None:
+        return None
+    base = normalise_unit(unit)[1]
+    return next((metric for metric, wanted in choices if wanted == base), None)
+
+
+def _agree(a: Value, b: Value) -> bool:
+    """Two readings of one figure agree: equal, or equal to the precision a display row prints (0.5 %)."""
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return abs(a - b) <= 0.005 * max(abs(a), abs(b))
+
+
 @dataclass
-class _Warnings:
-    """What a CSV reader left out and why, as capped notes."""
+class Warnings:
+    """What a text reader left out and why, as capped notes (one list per kind)."""
 
     name: str
     short_rows: list[str] = field(default_factory=list)
     not_numbers: list[str] = field(default_factory=list)
+    negatives: list[str] = field(default_factory=list)
+    duplicates: list[str] = field(default_factory=list)
 
     def short(self, number: int, row: list[str], needed: int) -> None:
+        """Row `number` has fewer cells than the columns read need: left out."""
         self.short_rows.append(
             f"warning: {self.name}: row {number} has {len(row)} cells, fewer than the {needed} its columns need "
             "(cut off?); left out"
         )
 
-    def checked(self, kernel: str, metric: str, text: str, unit: str) -> Value | None:
-        """The value of a WANTED cell; a text where a number belongs is left out with a warning."""
+    def checked(self, kernel: str, metric: str, text: str, unit: str, row: str | None = None) -> Value | None:
+        """The value of a WANTED cell; a text where a number belongs, or a negative figure, is left out with a warning.
+
+        `row`: the display name the file gives the metric, named in the warning so the row can be found.
+        """
         value = parse_value(text, unit)
+        shown = metric if row is None or row == metric else f"{row} ({metric})"
         if isinstance(value, str) and metric not in TEXT_METRICS:
             self.not_numbers.append(
-                f"warning: {self.name}: {metric} of launch {kernel} is {text!r}, not a number; left out"
+                f"warning: {self.name}: {shown} of launch {kernel} is {text!r}, not a number; left out"
+            )
+            return None
+        if isinstance(value, float) and value < 0:
+            self.negatives.append(
+                f"warning: {self.name}: {shown} of launch {kernel} is {text.strip()} {unit}".rstrip()
+                + ", negative (no count, duration or percentage is); left out"
             )
             return None
         return value
 
     def into(self, notes: list[str]) -> None:
-        _capped(notes, self.short_rows)
-        _capped(notes, self.not_numbers)
+        """Add the warnings to a report's notes, each kind capped."""
+        for kind in (self.short_rows, self.not_numbers, self.negatives, self.duplicates):
+            _capped(notes, kind)
+
+
+@dataclass
+class Launch:
+    """The figures of one launch as a text file's rows give them: a metric given twice is flagged, never chosen.
+
+    A row is named by the metric (`exact`) or by a display name; the same name twice in one section, or
+    two names for one metric that disagree, leave the metric out with a warning. A display row for a
+    metric the file also names exactly, and agreeing with it to the display's precision, is the same
+    figure rounded: the exact one is kept.
+    """
+
+    kernel: KernelResult
+    warnings: Warnings
+    origin: dict[str, tuple[tuple[str, str], bool]] = field(default_factory=dict)  # metric -> (section, row), exact
+    refused: set[str] = field(default_factory=set)
+
+    def put(self, metric: str, value: Value, key: tuple[str, str], exact: bool) -> None:
+        """Take one row's value of `metric` (`key`: the row's section and name)."""
+        metrics = self.kernel.metrics
+        if metric in self.refused:
+            return
+        if metric not in metrics:
+            metrics[metric] = value
+            self.origin[metric] = (key, exact)
+            return
+        before, (first, first_exact) = metrics[metric], self.origin[metric]
+        where = f"{metric} of launch {self.kernel.id}"
+        if first == key:
+            if _agree(before, value):
+                self.warnings.duplicates.append(
+                    f"warning: {self.warnings.name}: {where} is given twice ({key[1]!r}, the same value); kept once"
+                )
+                return
+            self._refuse(metric, f"{where} is given twice ({key[1]!r}): {before!r} and {value!r}")
+        elif _agree(before, value):
+            if exact and not first_exact:  # the metric's own row is more precise than its display row
+                metrics[metric] = value
+                self.origin[metric] = (key, exact)
+        else:
+            self._refuse(metric, f"{where} is given as {first[1]!r} = {before!r} and as {key[1]!r} = {value!r}")
+
+    def _refuse(self, metric: str, said: str) -> None:
+        del self.kernel.metrics[metric]
+        self.refused.add(metric)
+        self.warnings.duplicates.append(f"warning: {self.warnings.name}: {said}; left out (neither is chosen)")
 
 
 def _needed(col: dict[str, int], names: tuple[str, ...], more: tuple[int, ...] = ()) -> int:
@@ -439,37 +600,40 @@ def _needed(col: dict[str, int], names: tuple[str, ...], more: tuple[int, ...] =
 _DETAIL_COLUMNS = ("ID", "Kernel Name", "Device", "CC", "Metric Name", "Metric Unit", "Metric Value")
 
 
-def _details(header: list[str], rows: list[list[str]], warnings: _Warnings) -> list[KernelResult]:
+def _details(header: list[str], rows: list[list[str]], warnings: Warnings) -> list[KernelResult]:
     col = {name: index for index, name in enumerate(header)}
     needed = _needed(col, _DETAIL_COLUMNS)
     wanted = set(WANTED)
-    kernels: dict[str, KernelResult] = {}
+    launches: dict[str, Launch] = {}
     for number, row in enumerate(rows, start=1):
         if len(row) < needed:
             warnings.short(number, row, needed)
             continue
         kernel_id = row[col["ID"]]
-        result = kernels.get(kernel_id)
-        if result is None:
+        launch = launches.get(kernel_id)
+        if launch is None:
             result = KernelResult(
-                index=len(kernels), id=kernel_id, name=row[col.get("Kernel Name", 0)], device=_csv_device(row, col)
+                index=len(launches), id=kernel_id, name=row[col.get("Kernel Name", 0)], device=_csv_device(row, col)
             )
-            kernels[kernel_id] = result
+            launch = launches[kernel_id] = Launch(result, warnings)
         rule = from_csv_row(row, col)
         if rule is not None:
-            result.rules.append(rule)
-        metric = row[col["Metric Name"]]
-        if metric not in wanted:
-            continue
+            launch.kernel.rules.append(rule)
+        name = row[col["Metric Name"]]
         unit = row[col["Metric Unit"]] if "Metric Unit" in col else ""
-        value = warnings.checked(kernel_id, metric, row[col["Metric Value"]], unit)
+        exact = name in wanted
+        metric = name if exact else display_metric(name, unit)
+        if metric is None:
+            continue
+        value = warnings.checked(kernel_id, metric, row[col["Metric Value"]], unit, name)
         if value is not None:
-            result.metrics[metric] = value
-    for result in kernels.values():
-        display = result.metrics.get("device__attribute_display_name")
+            section = row[col["Section Name"]] if "Section Name" in col else ""
+            launch.put(metric, value, (section, name), exact)
+    for launch in launches.values():
+        display = launch.kernel.metrics.get("device__attribute_display_name")
         if display is not None:
-            result.device = str(display)
-    return list(kernels.values())
+            launch.kernel.device = str(display)
+    return [launch.kernel for launch in launches.values()]
 
 
 def _csv_device(row: list[str], col: dict[str, int]) -> str:
@@ -479,14 +643,23 @@ def _csv_device(row: list[str], col: dict[str, int]) -> str:
     return device
 
 
-def _raw(header: list[str], rows: list[list[str]], warnings: _Warnings) -> list[KernelResult]:
+def _raw(header: list[str], rows: list[list[str]], warnings: Warnings) -> list[KernelResult]:
     col = {name: index for index, name in enumerate(header)}
     units = [""] * len(header)
     if rows and "ID" in col and len(rows[0]) > col["ID"] and rows[0][col["ID"]] == "":
         units = rows[0] + [""] * (len(header) - len(rows[0]))
         rows = rows[1:]
-    wanted = [(name, col[name]) for name in WANTED if name in col]
-    needed = _needed(col, ("ID", "Kernel Name", "Device"), tuple(index for _, index in wanted))
+    columns: dict[str, list[int]] = {}
+    for index, name in enumerate(header):
+        columns.setdefault(name, []).append(index)
+    wanted = [(name, columns[name]) for name in WANTED if name in columns]
+    twice = [name for name, indices in wanted if len(indices) > 1]
+    if twice:
+        warnings.duplicates.append(
+            f"warning: {warnings.name}: column{'s' if len(twice) > 1 else ''} {', '.join(twice)} appear more than "
+            "once; a launch whose copies disagree has it left out"
+        )
+    needed = _needed(col, ("ID", "Kernel Name", "Device"), tuple(i for _, indices in wanted for i in indices))
     kernels: list[KernelResult] = []
     for number, row in enumerate(rows, start=1):
         if len(row) < needed:
@@ -494,10 +667,18 @@ def _raw(header: list[str], rows: list[list[str]], warnings: _Warnings) -> list[
             continue
         kernel_id = row[col["ID"]] if "ID" in col else str(len(kernels))
         metrics: dict[str, Value] = {}
-        for name, index in wanted:
-            value = warnings.checked(kernel_id, name, row[index], units[index])
-            if value is not None:
-                metrics[name] = value
+        for name, indices in wanted:
+            values = [warnings.checked(kernel_id, name, row[index], units[index]) for index in indices]
+            present = [value for value in values if value is not None]
+            if not present:
+                continue
+            if all(_agree(present[0], value) for value in present[1:]):
+                metrics[name] = present[0]
+            else:
+                warnings.duplicates.append(
+                    f"warning: {warnings.name}: {name} of launch {kernel_id} is given {len(present)} times with "
+                    f"different values ({', '.join(repr(v) for v in present)}); left out (none is chosen)"
+                )
         display = metrics.get("device__attribute_display_name")
         device = (
             str(display)

@@ -109,7 +109,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[NcuOutcome |
             bench.summary["notes"] = [note]
             log.warning(note)
         else:
-            summary = summarize_path(capture.report, thresholds_of(cfg), cfg.ncu.gpu)
+            summary = summarize_path(capture.report, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
             outcome = export_summary(bench, summary, cfg, out_dir)
     return JobResult([bench.result()], outcome)
 
@@ -122,7 +122,7 @@ def summary_job(report: Path) -> Job[NcuOutcome]:
 
     def record_report(config: FleetbenchConfig, context: RunContext) -> JobResult[NcuOutcome]:
         cfg = config.profile
-        summary = summarize_path(report, thresholds_of(cfg), cfg.ncu.gpu)
+        summary = summarize_path(report, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
         device = summary.devices[0] if summary.devices else "unknown"
         with open_run(config, context, BENCHMARK, cfg, device, "cuda") as bench:
             out_dir = bench.run_dir / "ncu"

@@ -9,8 +9,9 @@ Three sources, best first:
              tile tokens `s16816`, `h1688`, `i8816`); Volta's HMMA.884 counts 512. Where the shape is
              unknown, ncu's own tensor-roofline constant (512, exact only on Volta) is used and said.
              Checked on real A100 and V100 exports of a 20480^3 GEMM: 2 x 20480^3 FLOPs per launch.
-  evidence   only the tensor pipe's utilisation, or a tensor-core kernel name: FLOPs not counted,
-             the point may sit low (`evidence` says why)
+  evidence   only the tensor pipe's utilisation, or MMA evidence in the kernel's name (`TENSOR_NAME`:
+             HMMA/WGMMA/mma/tensorop tokens, never "gemm" alone): FLOPs not counted, the point may sit
+             low (`evidence` says why)
 The tensor roof: sm__inst_executed_pipe_tensor.sum.peak_sustained x 512 x SM clock (ncu's
 SpeedOfLight_HierarchicalTensorRooflineChart), else the datasheet's dense bf16/fp16 peak.
 """
@@ -38,8 +39,16 @@ TENSOR_ACTIVE = (
     "sm__pipe_tensor_op_imma_cycles_active.avg.pct_of_peak_sustained_active",
 )
 TENSOR_METRICS: tuple[str, ...] = (*TENSOR_OPS, *TENSOR_COUNTS, TENSOR_RATE, TENSOR_PEAK, *TENSOR_ACTIVE)
-# Kernel names of tensor-core GEMMs and attention (cuBLAS/CUTLASS tile names, mma/wmma, flash attention).
-TENSOR_NAME = re.compile(r"hmma|imma|wmma|\bmma|xmma|s16816|s1688|h1688|tensorop|cutlass|gemm|flash", re.IGNORECASE)
+# Evidence of tensor-core work in a kernel's name: its MMA instructions or their wrappers (HMMA/IMMA/DMMA,
+# wmma, mma.sync, xmma, Hopper's GMMA/WGMMA), CUTLASS's and cuBLAS's tensor-op names (OpClassTensorOp,
+# `tensorop`, MMA tile tokens s16816/h1688/i8816/h884), CuTe's MMA atoms (SM80_16x8x16_F32F16F16F32_TN,
+# SM90_64x128x16_...). Never "gemm", "cutlass" or "flash" alone: SIMT GEMMs (a hand-written FP32
+# gemm_vectorized_kernel, CUTLASS OpClassSimt) carry those names and run no tensor core.
+TENSOR_NAME = re.compile(
+    r"(?<![a-z])(?:h|i|d|w|x|g|hg|wg)?mma(?![a-z])|tensor_?op|[shdib](?:16816|16832|1688|1684|8816|884)(?![0-9])"
+    r"|\bsm_?[0-9]{2,3}_[0-9]+x[0-9]+x[0-9]+_",
+    re.IGNORECASE,
+)
 _GEMM_SHAPE = re.compile(r"GemmShape<\s*(?:\(int\))?(\d+),\s*(?:\(int\))?(\d+),\s*(?:\(int\))?(\d+)\s*>")
 _TILE_TOKEN = re.compile(r"(?<![0-9a-z])[shdib](16816|16832|1688|1684|8816|884)(?![0-9])", re.IGNORECASE)
 _VOLTA = re.compile(r"CC 7\.[02]\b|volta|_70_|sm70", re.IGNORECASE)
@@ -97,7 +106,7 @@ def _instructions(metrics: dict[str, Any], duration_s: float | None) -> float | 
 
 
 def _counted(metrics: dict[str, Any], name: str, device: str, duration_s: float | None) -> tuple[float, str] | None:
-    ops = [value for value in (_num(metrics, n) for n in TENSOR_OPS) if value is not None]
+    ops = [value for value in (_num(metrics, n) for n in TENSOR_OPS if n in metrics) if value is not None]
     if ops:
         return sum(ops), "sm__ops_path_tensor_* operation counters"
     count = _instructions(metrics, duration_s)
@@ -118,8 +127,10 @@ def tensor_work(metrics: dict[str, Any], name: str, duration_s: float | None, de
     if counted is None:
         if active is not None and active > ACTIVE_FLOOR:
             evidence = f"tensor pipe active {active * 100:.1f}% but no tensor instruction counts in the report"
-        elif active is None and TENSOR_NAME.search(name):
-            evidence = "a tensor-core kernel by its name, and the report has no tensor-pipe metrics"
+        elif active is None and (token := TENSOR_NAME.search(name)) is not None:
+            evidence = (
+                f"its name carries tensor-core MMA evidence ({token[0]!r}), and the report has no tensor-pipe metrics"
+            )
     return TensorWork(
         flops=counted[0] if counted else None,
         pipe_active=active,

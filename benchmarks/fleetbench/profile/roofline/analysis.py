@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.profile.classify import FIXES, FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
-from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
+from fleetbench.profile.datasheet import DatasheetPeak, Peaks, peaks_of, unknown_gpu
 from fleetbench.profile.flops import FLOP_SOURCES, VIEW_OPS
 from fleetbench.profile.names import short_name
 from fleetbench.profile.ncu.summary import KernelGroup, NcuSummary
@@ -262,25 +262,23 @@ def analytical_roofline(ops: list[OpStat], peaks: Peaks, thresholds: Thresholds 
     return roofline
 
 
-def _datasheet_tensor(device: str) -> float | None:
-    sheet = peaks_from_datasheet(device)
-    if sheet is None:
-        return None
-    dense = [sheet.flop_per_second[d] for d in ("bfloat16", "float16") if d in sheet.flop_per_second]
+def _sheet_tensor(sheet: DatasheetPeak | None) -> float | None:
+    dense = [v for v in (sheet.bf16_tensor, sheet.fp16_tensor) if v is not None] if sheet else []
     return max(dense) if dense else None
 
 
 def ncu_peaks(summary: NcuSummary) -> Peaks | None:
-    """Roofs for an ncu report: its own peak counters (median over kernels), else the datasheet.
+    """Roofs for an ncu report: its own peak counters (median over kernels), else the datasheet or --peak.
 
     A `tensor` roof joins the fp32 one where the report has tensor peak counters or the datasheet
-    lists the device's dense bf16/fp16 peak.
+    (or --peak) gives the device's dense bf16/fp16 peak.
     """
     device = summary.devices[0] if summary.devices else "unknown device"
     flop_peaks = [k.peak_fp32_flop_per_second for k in summary.kernels if k.peak_fp32_flop_per_second]
     bw_peaks = [k.peak_dram_bytes_per_second for k in summary.kernels if k.peak_dram_bytes_per_second]
     tensor_peaks = [k.peak_tensor_flop_per_second for k in summary.kernels if k.peak_tensor_flop_per_second]
     peaks: Peaks | None = None
+    sheet = summary.peaks
     if flop_peaks and bw_peaks:
         peaks = Peaks(
             device=device,
@@ -290,15 +288,16 @@ def ncu_peaks(summary: NcuSummary) -> Peaks | None:
             bytes_per_second=statistics.median(bw_peaks),
             detail={"note": "fp32 FMA peak and DRAM peak at the clocks ncu profiled with"},
         )
-    else:
-        peaks = peaks_from_datasheet(device)
-    tensor = statistics.median(tensor_peaks) if tensor_peaks else _datasheet_tensor(device)
-    if peaks is not None and peaks.source == "datasheet":  # its bf16/fp16 roofs are the tensor roof
+    elif sheet is not None:
+        peaks = peaks_of(sheet, device)
+    tensor = statistics.median(tensor_peaks) if tensor_peaks else _sheet_tensor(sheet)
+    if peaks is not None and peaks.source != "ncu counters":  # its bf16/fp16 roofs are the tensor roof
         for dtype in ("bfloat16", "float16"):
             peaks.flop_per_second.pop(dtype, None)
     if peaks is not None and tensor is not None:
         peaks.flop_per_second["tensor"] = tensor
-        peaks.detail["tensor"] = "ncu tensor peak counters" if tensor_peaks else "datasheet dense bf16/fp16 peak"
+        where = "--peak" if sheet is not None and sheet.source.startswith("--peak") else "datasheet"
+        peaks.detail["tensor"] = "ncu tensor peak counters" if tensor_peaks else f"{where} dense bf16/fp16 peak"
     return peaks
 
 
@@ -348,12 +347,15 @@ def ncu_roofline(summary: NcuSummary) -> Roofline:
         device=device,
         peaks=asdict(peaks) if peaks else {},
     )
+    for note in summary.notes:  # a cut or damaged report is drawn from what it holds, and says so
+        if note.startswith("warning: "):
+            roofline.note(note.removeprefix("warning: "), logging.WARNING)
     if len(summary.devices) > 1:
         roofline.note(f"report spans devices {', '.join(summary.devices)}; roofs of {device}")
     if peaks is None or not peaks.bytes_per_second or not peaks.flop_per_second:
         roofline.note(
             f"no compute peak and bandwidth known for {device} (no peak counters in the report, no "
-            "datasheet entry; name the GPU with --gpu): no roofline",
+            f"datasheet entry): no roofline; {unknown_gpu(device)}",
             logging.WARNING,
         )
         return roofline

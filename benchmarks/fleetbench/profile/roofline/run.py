@@ -91,7 +91,9 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[RooflineOutc
     """Points from the report or the ops, roofs measured here (or the report's own), chart and record."""
     cfg = config.profile
     summary = (
-        summarize_path(cfg.roofline_ncu, thresholds_of(cfg), cfg.ncu.gpu) if cfg.roofline_ncu is not None else None
+        summarize_path(cfg.roofline_ncu, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
+        if cfg.roofline_ncu is not None
+        else None
     )
     ops, ops_device = read_ops(cfg.roofline_ops) if cfg.roofline_ops is not None else (None, None)
     device = resolve_device(cfg.device) if summary is None else None
