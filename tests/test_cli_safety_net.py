@@ -29,7 +29,7 @@ from fleetbench.logs import DEBUG_ENV, LOG_LEVEL_ENV
 
 CRASH_LINE = re.compile(
     r"^fleetbench: error: unexpected RuntimeError: boom in the handler "
-    r"\(a bug; the traceback is in (?P<path>\S+/crash-\d{8}T\d{6}Z-\d+\.log); --debug prints it\)$"
+    r"\(a bug; the traceback is in (?P<path>\S+/crash-\d{8}T\d{6}Z-\d+(-\d+)?\.log); --debug prints it\)$"
 )
 
 
@@ -105,6 +105,17 @@ def test_debug_prints_the_traceback_instead(
     assert not (tmp_path / "state").exists()
     assert os.environ[DEBUG_ENV] == "1"  # child processes (torchrun's ranks) print theirs too
     assert os.environ[LOG_LEVEL_ENV] == "debug"  # and debug diagnostics show
+
+
+def test_two_crashes_of_one_process_within_a_second_keep_both_tracebacks(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from fleetbench.cli.main import save_crash_log
+
+    folder = tmp_path / "state" / "fleetbench"
+    first, second = save_crash_log("first", folder), save_crash_log("second", folder)
+    assert first != second and (first.read_text(), second.read_text()) == ("first", "second")
+    assert second.name == first.name.removesuffix(".log") + "-1.log"
 
 
 def test_the_crash_log_falls_back_to_the_temp_folder(

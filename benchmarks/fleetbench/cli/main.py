@@ -206,16 +206,26 @@ def crash_dir() -> Path:
 
 
 def save_crash_log(text: str, folder: Path) -> Path:
-    """Write `text` to a new crash-<UTC time>-<pid>.log in `folder` (created, private); OSError on failure."""
+    """Write `text` to a new crash-<UTC time>-<pid>[-N].log in `folder` (created, private); OSError on failure.
+
+    The same process can crash twice within a second (a notebook, a test calling main() in process):
+    the second log takes the next free suffix instead of failing on the first one's name.
+    """
     from datetime import UTC, datetime
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = folder / f"crash-{stamp}-{os.getpid()}.log"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
-        handle.write(text)
-    return path
+    for attempt in range(100):
+        suffix = f"-{attempt}" if attempt else ""
+        path = folder / f"crash-{stamp}-{os.getpid()}{suffix}.log"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
+            handle.write(text)
+        return path
+    raise FileExistsError(f"{folder}: 100 crash logs of this process within one second")
 
 
 def _crash_text(exc: BaseException, argv: list[str]) -> str:
