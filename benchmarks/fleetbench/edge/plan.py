@@ -41,6 +41,7 @@ QUICK: dict[str, Any] = {
     "min_tries": 2,
     "max_tries": 3,
     "cooldown_s": 0.0,
+    "cooldown_timeout_s": 5.0,
     "mps": False,
 }
 
@@ -102,6 +103,15 @@ def apply_cpu_affinity(cpus: list[int] | None) -> list[int] | None:
     except OSError as exc:
         raise UserError(f"edge.cpu_affinity={cpus}: {exc.strerror}; accepted: CPUs this process may use") from None
     return sorted(os.sched_getaffinity(0))
+
+
+def check_thermal_root(cfg: EdgeConfig) -> None:
+    """A thermal root that is not a folder is a mistake, not an absent sensor: refuse it before the run."""
+    if cfg.thermal_sources and not cfg.thermal_root.is_dir():
+        raise UserError(
+            f"edge.thermal_root={cfg.thermal_root}: not a folder; accepted: a folder holding sys/class/thermal "
+            "or sys/class/hwmon (default /)"
+        )
 
 
 def _dtypes(cfg: EdgeConfig, rep: gpu.AdapterReport, notes: list[str]) -> list[str]:
@@ -173,6 +183,7 @@ def plan_edge(cfg: EdgeConfig) -> EdgePlan:
     from fleetbench.edge import pte
 
     apply_cpu_affinity(cfg.cpu_affinity)
+    check_thermal_root(cfg)
     program = pte.load(cfg.pte) if cfg.pte is not None else None
     if program is not None:
         pte.reference_model(program, cfg.module, cfg.seed)  # refuse a mismatched --module before the run
