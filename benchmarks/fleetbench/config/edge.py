@@ -24,6 +24,7 @@ EdgeKernel = Literal[
     "peak_fma_2chain",
     "peak_fma_4chain",
     "peak_fma_spirv",
+    "gemm_coopmat",
     "copy",
 ]
 EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)

@@ -50,7 +50,8 @@ def peak_ratios(rows: list[KernelRow]) -> dict[str, float]:
     )
     out = {}
     for r in rows:
-        if r.kernel.startswith("gemm") and r.latencies_s and peak:
+        # gemm_coopmat runs on the matrix units, not the FMA pipes the probe measures.
+        if r.kernel.startswith("gemm") and r.kernel != "gemm_coopmat" and r.latencies_s and peak:
             r.peak_ratio = r.flop_per_second / peak
             out[f"{r.kernel} {r.dtype} {r.size}"] = r.peak_ratio
     return out

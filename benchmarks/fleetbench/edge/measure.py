@@ -159,3 +159,32 @@ def run_kernels(plan: EdgePlan, run: BenchmarkRun, progress: Progress, watch: Wa
             run.step_done()
             task.advance()
     return rows
+
+
+def run_coopmat(plan: EdgePlan, run: BenchmarkRun, progress: Progress, watch: Watch) -> list[KernelRow]:
+    """gemm_coopmat at every GEMM size through the raw Vulkan path, where the plan could open it."""
+    from fleetbench.edge import coopmat
+
+    coop = plan.coopmat
+    if coop is None or coop.device is None:
+        return []
+    rows: list[KernelRow] = []
+    try:
+        with progress.task("edge coopmat", total=len(plan.cfg.gemm_sizes)) as task:
+            for n in plan.cfg.gemm_sizes:
+
+                def measure(n: int = n) -> KernelRow:
+                    task.update(f"{coopmat.NAME} float16 {n}")
+                    return coopmat.run_size(
+                        coop, plan.cfg, n, on_try=lambda t: task.update(f"{coopmat.NAME} {n}: try {t}")
+                    )
+
+                row, record = watch.around(measure)
+                add_thermal(row, record)
+                rows.append(row)
+                record_kernel(run, row)
+                run.step_done()
+                task.advance()
+    finally:
+        coop.close()
+    return rows

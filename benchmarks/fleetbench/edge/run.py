@@ -22,7 +22,7 @@ from fleetbench.edge.export import (
     record_peak_ratios,
     record_run_thermal,
 )
-from fleetbench.edge.measure import run_kernels
+from fleetbench.edge.measure import run_coopmat, run_kernels
 from fleetbench.edge.models import run_mps_path, run_program
 from fleetbench.edge.plan import EdgePlan, plan_edge
 from fleetbench.edge.rows import KernelRow
@@ -101,6 +101,7 @@ def write_outputs(
             "gemm_peak_ratio": ratios,
             "models": models,
             "thermal": thermal,
+            "cooperative_matrix": plan.coopmat.as_dict() if plan.coopmat else None,
             "notes": plan.notes,
         },
     )
@@ -140,6 +141,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
             log.warning(note)
         watch = Watch.start(cfg)
         rows = run_kernels(plan, bench, context.progress, watch)
+        rows += run_coopmat(plan, bench, context.progress, watch)
         ratios = peak_ratios(rows)
         record_peak_ratios(bench, rows)
         record_kernel_headline(bench, rows)
@@ -162,6 +164,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
                 "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
                 "failures": failures,
                 "thermal": thermal,
+                "cooperative_matrix": plan.coopmat.as_dict() if plan.coopmat else None,
                 "warnings": [w for r in watch.records for w in r.warnings],
             }
         )
