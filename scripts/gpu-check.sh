@@ -15,8 +15,11 @@
 #   profile        fleetbench profile: the trainer's step (one block) under torch.profiler, roofline
 #   ncu            fleetbench ncu run on one step's GEMMs (--kernel-name regex:gemm|sm90|cutlass,
 #                  --launch-count NCU_LAUNCHES), ncu summarize of the report, roofline --ncu
-#   edge           fleetbench edge run through wgpu on the GPU's own Vulkan driver; skipped, with a
-#                  line saying so, where wgpu sees no NVIDIA Vulkan adapter
+#   edge           fleetbench edge run through wgpu on the GPU's own Vulkan driver, then the
+#                  cooperative-matrix GEMM (gemm_coopmat, raw Vulkan path) beside the scalar and
+#                  subgroup GEMMs: the run fails the stage if gemm_coopmat was skipped (the NVIDIA
+#                  driver offers VK_KHR_cooperative_matrix); skipped, with a line saying so, where wgpu
+#                  sees no NVIDIA Vulkan adapter
 #   report         the report from the stages' statuses and the runs' records
 # A failed stage does not stop the others; the report lists it with the end of its output, and the
 # script exits 1 when any stage failed. `--dry-run` prints every command and runs none (no GPU needed).
@@ -41,7 +44,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
-    -h | --help) sed -n '2,32p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1; accepted: --dry-run, --out DIR" >&2; exit 2 ;;
   esac
   shift
@@ -212,8 +215,15 @@ stage_edge() {
     skip "no NVIDIA Vulkan adapter for wgpu here (no NVIDIA ICD in /usr/share/vulkan/icd.d or /etc/vulkan/icd.d, or the driver's Vulkan library is missing)"
     return 0
   fi
-  fb 240 edge run --backend vulkan --adapter NVIDIA --results-dir "$RESULTS" --run-id "$RUN-edge"
+  fb 240 edge run --backend vulkan --adapter NVIDIA --results-dir "$RESULTS" --run-id "$RUN-edge" &&
+    fb 120 edge run --backend vulkan --adapter NVIDIA --kernels gemm_coopmat,gemm_vec4_spirv,gemm_subgroup \
+      --set 'edge.gemm_sizes=[1024,4096]' --results-dir "$RESULTS" --run-id "$RUN-coopmat" &&
+    run "$PY" -c "$COOPMAT_RAN" "$RESULTS/$RUN-coopmat/edge_results.json"
 }
+
+# Prints the shapes the driver offers and the GEMMs' GFLOP/s; exits non-zero when gemm_coopmat was skipped.
+COOPMAT_RAN='import json, sys; r = json.load(open(sys.argv[1])); c = r["cooperative_matrix"]; print("cooperative-matrix shapes:", c["shapes"], "chosen:", c["shape"]); [print(k["kernel"], k["dtype"], k["size"], "GFLOP/s", round((k["flop_per_second"] or 0) / 1e9, 1)) for k in r["kernels"]]; sys.exit("gemm_coopmat skipped: " + c["skipped"] if c["skipped"] else 0)'
+
 
 stage_report() {
   local gpu="" slug="<gpu>"

@@ -13,6 +13,7 @@ SYSTEM_PACKAGES=(
   prometheus-node-exporter  # textfile collector for .prom files
   mesa-vulkan-drivers     # lavapipe: software Vulkan for the edge runner
   glslc                   # GLSL -> SPIR-V
+  spirv-tools             # spirv-val (validates SPIR-V; gemm_coopmat takes the newer one of the mobile extra)
   debootstrap             # the offline base image for cpu containers
   chromium                # headless check of the offline report page
 )

@@ -18,6 +18,7 @@ import pytest
 
 from fleetbench.config.schema import EDGE_KERNELS, EdgeConfig, FleetbenchConfig, RunConfig
 from fleetbench.edge import gpu, kernels, spirv, timing
+from fleetbench.edge.coopmat import EXTENSION as COOPMAT_EXTENSION
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.paths import KERNELS_ENV
 from fleetbench.errors import UserError
@@ -42,6 +43,8 @@ SMALL = {
     "mps": False,
     "plot": False,
 }
+# gemm_coopmat runs through the raw Vulkan path (fleetbench.edge.coopmat), not wgpu.
+WGPU_KERNELS = [k for k in EDGE_KERNELS if k != "gemm_coopmat"]
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +94,10 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
     record = run_edge(*run_args(config(tmp_path, "all", timing="timestamp", dtypes=dtypes, plot=True))).record
     assert record.status == "ok", record.error
     rows = record.summary["kernels"]
-    runnable = [k for k in EDGE_KERNELS if not kernels.KERNELS[k].missing_features(adapter.features)]
+    runnable = [k for k in WGPU_KERNELS if not kernels.KERNELS[k].missing_features(adapter.features)]
     expected = {(k, d) for k in runnable for d in (("u32",) if k == "copy" else dtypes)}
+    if adapter.cooperative_matrix.get(COOPMAT_EXTENSION):  # gemm_coopmat runs in fp16 where the driver has it
+        expected.add(("gemm_coopmat", "float16"))
     assert {(r["kernel"], r["dtype"]) for r in rows} == expected
     for row in rows:
         assert row["correct"], row
@@ -145,7 +150,7 @@ def test_every_kernel_is_correct_with_timestamps_and_spirv(adapter: gpu.AdapterR
     assert len(table["kernels"]) == len(rows) and table["adapter"]["vulkan_extensions"]
     assert (run_dir / "edge_results.csv").read_text().count("\n") == len(rows) + 1
     pngs = sorted(p.name for p in run_dir.glob("edge_latency_*.png"))
-    assert pngs == sorted(f"edge_latency_{k}.png" for k in EDGE_KERNELS)
+    assert pngs == sorted(f"edge_latency_{k}.png" for k in {r["kernel"] for r in rows})
     assert all((run_dir / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
     assert [r.run_id for r in read_records(run_dir)] == ["all"]
 
@@ -255,8 +260,11 @@ def test_demo_stage_runs_the_quick_set(adapter: gpu.AdapterReport, tmp_path: Pat
     record = run_stage(cfg, RunContext.start(cfg)).record
     assert record.status == "ok" and record.benchmark == "edge"
     kernels_run = [r["kernel"] for r in record.summary["kernels"]]
-    expected = [k for k in QUICK["kernels"] if spirv.glslc() is not None or not k.endswith("_spirv")]
-    assert kernels_run == expected
+    expected = [
+        k for k in QUICK["kernels"] if k in WGPU_KERNELS and (spirv.glslc() is not None or not k.endswith("_spirv"))
+    ]
+    # gemm_coopmat (in the quick set) runs after the wgpu kernels where the driver offers the extension.
+    assert kernels_run == expected + (["gemm_coopmat"] if adapter.cooperative_matrix.get(COOPMAT_EXTENSION) else [])
     assert record.config["gemm_sizes"] == [256] and record.config["spirv_dir"] == str(tmp_path / "spirv")
 
 
@@ -272,7 +280,7 @@ def test_without_glslc_spirv_kernels_are_skipped_by_default_and_refused_when_ask
     assert "SPIR-V kernels skipped: glslc not found (Debian package glslc)" in plan.notes
     assert {c.problem.spec.name for c in plan.compiled} == {
         k
-        for k in EDGE_KERNELS
+        for k in WGPU_KERNELS
         if not k.endswith("_spirv") and not kernels.KERNELS[k].missing_features(adapter.features)
     }
     with pytest.raises(UserError, match="glslc not found"):

@@ -103,9 +103,11 @@ def test_dry_run_prints_every_stage_command_and_runs_nothing(tmp_path: Path) -> 
         and as_json.endswith("--json > " + str(tmp_path / "work" / "ncu_summary.json"))
     )
     assert " roofline --ncu " in roofline
-    probe, edge = stages["edge"]
+    probe, edge, coopmat, coopmat_ran = stages["edge"]
     assert probe.endswith("edge info --backend vulkan --adapter NVIDIA")
     assert " edge run --backend vulkan --adapter NVIDIA " in edge
+    assert " --kernels gemm_coopmat,gemm_vec4_spirv,gemm_subgroup " in coopmat
+    assert coopmat_ran.endswith("-coopmat/edge_results.json") and "gemm_coopmat skipped" in coopmat_ran
     (report,) = stages["report"]
     assert re.search(
         r"gpu_check_report\.py .*--md '?" + re.escape(str(tmp_path / "out")) + r"/gpu-check-\d{8}-\d{4}-<gpu>\.md",

@@ -3,7 +3,8 @@
 Benchmarks, exporters, dashboards, the offline report and the tests read this module; a metric
 that is not declared here cannot be recorded. Naming follows prometheus.io/docs/practices/naming:
 `fleetbench_` prefix, base units (`_seconds`, `_bytes`), ratios 0-1 as `_ratio`, counters `_total`.
-GPU utilisation, framebuffer use, power and temperature are left to the DCGM exporter.
+GPU utilisation, framebuffer use, power and temperature are left to the DCGM exporter; the edge job's
+temperatures are its devices' state around each measurement (phones and boards have no DCGM).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ UNITS: dict[str, tuple[str, str]] = {
     "bytes_per_second": ("_bytes_per_second", "Bps"),
     "timestamp": ("_timestamp_seconds", "dateTimeAsIso"),
     "info": ("_info", "none"),
+    "celsius": ("_celsius", "celsius"),
     "count": ("", "short"),
 }
 
@@ -225,6 +227,32 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Constant 1; labels describe the adapter the edge kernels ran on",
               "vendor", "adapter_type", "driver", "shader_f16", "timestamp_query", "subgroups",
               "cooperative_matrix"),
+        # Thermal state (fleetbench.edge.thermal): `phase` before or after a kernel's or model's tries,
+        # baseline (idle, before the first kernel) or end (after the last); `source` thermal_zone,
+        # hwmon, nvidia-smi, adb, pmset or tegrastats; `sensor` the source's name for it (bounded by
+        # the hardware).
+        _spec("fleetbench_edge_kernel_temperature_celsius", "gauge", "celsius",
+              "Hottest sensor's temperature just before or just after the kernel's tries",
+              "kernel", "dtype", "size", "phase"),
+        _spec("fleetbench_edge_kernel_throttled", "gauge", "count",
+              "Whether a throttle indicator was active around the kernel's tries: 1 yes, 0 no; absent "
+              "where no indicator could be read", "kernel", "dtype", "size"),
+        _spec("fleetbench_edge_kernel_cooldown_seconds", "gauge", "seconds",
+              "Time waited before the kernel for the device to cool back to its idle temperature",
+              "kernel", "dtype", "size"),
+        _spec("fleetbench_edge_model_temperature_celsius", "gauge", "celsius",
+              "Hottest sensor's temperature just before or just after the model's timed passes",
+              "runtime", "model", "phase"),
+        _spec("fleetbench_edge_model_throttled", "gauge", "count",
+              "Whether a throttle indicator was active around the model's timed passes: 1 yes, 0 no",
+              "runtime", "model"),
+        _spec("fleetbench_edge_thermal_sensor_celsius", "gauge", "celsius",
+              "Temperature of each sensor at the run's idle baseline and at its end", "source", "sensor", "phase"),
+        _spec("fleetbench_edge_thermal_source_up", "gauge", "count",
+              "Whether the thermal source gave a reading in this run: 1 yes, 0 absent (the record says why)",
+              "source"),
+        _spec("fleetbench_edge_cooldown_timeouts_total", "counter", "count",
+              "Cooldowns that gave up before the device was back within the margin of its idle temperature"),
         _spec("fleetbench_edge_model_load_seconds", "gauge", "seconds",
               "Time to load the model's program and method, or to move the eager model to its device",
               "runtime", "model"),

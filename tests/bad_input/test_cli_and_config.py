@@ -238,6 +238,16 @@ SET_CASES = [
         "compare.fail_thresholds_pct={a: 1, a: 2}", "duplicate key 'a' (first at line 1)", "set-duplicate-flow-key"
     ),
     override("telemetry.pushgateway=ftp://h", "telemetry.pushgateway: Value error, is not an http(s) URL", "set-url"),
+    override(
+        "edge.thermal_sources=[ipmi]", "edge.thermal_sources.0: Input should be 'thermal_zone'", "set-thermal-source"
+    ),
+    override(
+        "edge.thermal_sources=[hwmon,hwmon]",
+        "edge.thermal_sources: Value error, values must be unique",
+        "set-thermal-twice",
+    ),
+    override("edge.cooldown_margin_c=0", "edge.cooldown_margin_c: Input should be greater than 0", "set-zero-margin"),
+    override("edge.cooldown_poll_s=-1", "edge.cooldown_poll_s: Input should be greater than 0", "set-negative-poll"),
     override(f"probe.threads={'9' * 5000}", "Exceeds the limit (4300 digits)", "set-5000-digits"),
     override("probe.dtype=*x", "found undefined alias", "set-undefined-alias"),
     override("probe.dtype=", "probe.dtype: Input should be 'float32', 'float16' or 'bfloat16' (got '')", "set-empty"),

@@ -261,6 +261,11 @@ EDGE_CASES = [
         "root table offset 4294967295 lies outside the file's 64 bytes",
         files={"m.pte": b"\xff\xff\xff\xffET12" + bytes(56)},
     ),
+    BadInput(
+        "job-edge-thermal-root-missing",
+        ("edge", "run", "--set", "edge.thermal_root=nowhere"),
+        "edge.thermal_root=nowhere: not a folder; accepted: a folder holding sys/class/thermal",
+    ),
     BadInput("job-edge-pte-missing", ("edge", "run", "--pte", "none.pte"), ".pte file none.pte not found"),
     BadInput(
         "job-edge-pte-folder",

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from fleetbench.config.strict import StrictModel
 
-__all__ = ["EDGE_KERNELS", "EdgeConfig", "EdgeGemmSize", "EdgeKernel"]
+__all__ = ["EDGE_KERNELS", "THERMAL_SOURCES", "EdgeConfig", "EdgeGemmSize", "EdgeKernel", "ThermalSource"]
 
 EdgeKernel = Literal[
     "gemm_tiled",
@@ -24,9 +24,13 @@ EdgeKernel = Literal[
     "peak_fma_2chain",
     "peak_fma_4chain",
     "peak_fma_spirv",
+    "gemm_coopmat",
     "copy",
 ]
 EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)
+# Where the thermal state comes from (fleetbench.edge.thermal): sysfs classes and device tools.
+ThermalSource = Literal["thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "tegrastats"]
+THERMAL_SOURCES: tuple[str, ...] = get_args(ThermalSource)
 EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
 
 
@@ -63,7 +67,20 @@ class EdgeConfig(StrictModel):
     min_tries: int = Field(default=3, ge=1, le=100)
     max_tries: int = Field(default=5, ge=1, le=100)
     cv_target: float = Field(default=0.05, gt=0, le=1, description="stop when the CV of the tries' medians is below")
-    cooldown_s: float = Field(default=0.25, ge=0, le=600, description="idle time before each kernel (throttling)")
+    cooldown_s: float = Field(
+        default=0.25, ge=0, le=600, description="idle at least this long before each kernel/model"
+    )
+    cooldown_margin_c: float = Field(
+        default=2.0, gt=0, le=50, description="then wait until every sensor is within this of its idle value"
+    )
+    cooldown_timeout_s: float = Field(
+        default=120.0, ge=0, le=3600, description="give up waiting after this long (a warning on the result)"
+    )
+    cooldown_poll_s: float = Field(default=0.5, gt=0, le=60, description="seconds between readings while waiting")
+    thermal_sources: list[ThermalSource] = Field(
+        default_factory=lambda: list(get_args(ThermalSource)), max_length=6, description="[]: no thermal reading"
+    )
+    thermal_root: Path = Field(default=Path("/"), description="the folder /sys/class/{thermal,hwmon} are read under")
     cpu_affinity: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(
         default=None, min_length=1, max_length=1024, description="CPUs the host process may run on (Linux)"
     )
@@ -84,7 +101,7 @@ class EdgeConfig(StrictModel):
     spirv_dir: Path | None = Field(default=None, description="default: <repo>/build/spirv, else ~/.cache")
     plot: bool = True
 
-    @field_validator("kernels", "gemm_sizes", "dtypes", "cpu_affinity", "partitioners")
+    @field_validator("kernels", "gemm_sizes", "dtypes", "cpu_affinity", "partitioners", "thermal_sources")
     @classmethod
     def _unique_values(cls, value: list[object] | None) -> list[object] | None:
         if value is not None and len(set(value)) != len(value):

@@ -89,13 +89,15 @@ class Panel:
     gpu_only: bool = False
     # Data only where a Slurm cluster is (the Slurm exporter): empty without one by nature.
     slurm_only: bool = False
+    # Data only where the device has a temperature sensor or throttle indicator: a VM has none.
+    sensor_only: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
 
     @property
     def may_be_empty(self) -> bool:
-        """Whether the panel has no data by nature where there is no GPU or no Slurm cluster."""
-        return self.gpu_only or self.slurm_only
+        """Whether the panel has no data by nature where there is no GPU, Slurm cluster or sensor."""
+        return self.gpu_only or self.slurm_only or self.sensor_only
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Edge: kernel latency percentiles, throughput, share of peak, variation, correctness, ExecuTorch vs eager."""
+"""Edge: kernel latency percentiles with the device's temperature and throttling beside them, throughput,
+share of peak, variation, correctness, ExecuTorch vs eager."""
 
 from __future__ import annotations
 
@@ -39,6 +40,53 @@ latency = Row(
             "p90 estimated from the latency histogram's buckets, run after run",
             width=12,
             height=12,
+        ),
+    ),
+)
+
+thermal = Row(
+    "Temperature and throttling (beside the latency they may have spoiled)",
+    (
+        Panel(
+            "Kernel temperature before / after",
+            "bargauge",
+            (
+                Query(
+                    f"max by (kernel, dtype, size, phase) ({sel('fleetbench_edge_kernel_temperature_celsius')})",
+                    legend="{{kernel}} {{dtype}} {{size}} {{phase}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_kernel_temperature_celsius"),
+            "Hottest sensor just before and just after each kernel's tries (after a cooldown to idle)",
+            width=8,
+            sensor_only=True,
+        ),
+        Panel(
+            "Throttled during the tries",
+            "table",
+            (
+                Query(f"max by (kernel, dtype, size) ({sel('fleetbench_edge_kernel_throttled')})", instant=True),
+                Query(f"max by (model, runtime) ({sel('fleetbench_edge_model_throttled')})", instant=True),
+            ),
+            "short",
+            "1: a throttle indicator (NVML slowdown reason, Android thermal status, pmset speed limit, cooling "
+            "device) was active around the figure; 0: none was",
+            width=8,
+            sensor_only=True,
+        ),
+        Panel(
+            "Thermal sources and cooldowns",
+            "table",
+            (
+                Query(f"max by (source) ({sel('fleetbench_edge_thermal_source_up')})", instant=True),
+                Query(f"max by (kernel, dtype, size) ({sel('fleetbench_edge_kernel_cooldown_seconds')})", instant=True),
+                Query(f"sum by (host) ({sel('fleetbench_edge_cooldown_timeouts_total')})", instant=True),
+            ),
+            "short",
+            "Which sources gave a reading (0: absent, the record says why), the seconds waited for the device "
+            "to cool back to idle before each kernel, and the cooldowns that timed out",
+            width=8,
         ),
     ),
 )
@@ -183,5 +231,5 @@ EDGE = Dashboard(
     title="fleetbench / Edge",
     description="Vulkan/Metal kernels and small models on edge GPUs: latency percentiles, throughput, variation",
     benchmarks=("edge",),
-    rows=(latency, throughput, quality, models, adapters),
+    rows=(latency, thermal, throughput, quality, models, adapters),
 )

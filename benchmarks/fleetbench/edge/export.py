@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fleetbench.edge import gpu
+from fleetbench.edge.discipline import ThermalRecord, Watch
 from fleetbench.edge.pte import ModelTiming
 from fleetbench.edge.rows import PERCENTILES, KernelRow, model_summary
+from fleetbench.edge.thermal import ThermalState
 from fleetbench.telemetry.session import BenchmarkRun
 
 
@@ -16,6 +18,7 @@ def record_kernel(run: BenchmarkRun, row: KernelRow) -> None:
     run.metrics.set("fleetbench_edge_kernel_max_abs_error", row.max_abs_error, **ident)
     run.metrics.set("fleetbench_edge_kernel_max_rel_error", row.max_rel_error, **ident)
     run.metrics.set("fleetbench_edge_kernel_correct", 1 if row.correct else 0, **ident)
+    record_kernel_thermal(run, row, ident)
     if not row.latencies_s:
         return
     timed = {**ident, "timing": row.timing}
@@ -47,7 +50,8 @@ def peak_ratios(rows: list[KernelRow]) -> dict[str, float]:
     )
     out = {}
     for r in rows:
-        if r.kernel.startswith("gemm") and r.latencies_s and peak:
+        # gemm_coopmat runs on the matrix units, not the FMA pipes the probe measures.
+        if r.kernel.startswith("gemm") and r.kernel != "gemm_coopmat" and r.latencies_s and peak:
             r.peak_ratio = r.flop_per_second / peak
             out[f"{r.kernel} {r.dtype} {r.size}"] = r.peak_ratio
     return out
@@ -119,3 +123,42 @@ def record_adapter(run: BenchmarkRun, rep: gpu.AdapterReport) -> None:
 def yes_no(flag: bool) -> str:
     """`yes` or `no`, as the adapter info series spells a flag."""
     return "yes" if flag else "no"
+
+
+def record_kernel_thermal(run: BenchmarkRun, row: KernelRow, ident: dict[str, str]) -> None:
+    """The kernel's hottest temperature before and after, whether it throttled, and its cooldown."""
+    for phase, value in (("before", row.celsius_before), ("after", row.celsius_after)):
+        if value is not None:
+            run.metrics.set("fleetbench_edge_kernel_temperature_celsius", value, phase=phase, **ident)
+    if row.throttled is not None:
+        run.metrics.set("fleetbench_edge_kernel_throttled", 1 if row.throttled else 0, **ident)
+    run.metrics.set("fleetbench_edge_kernel_cooldown_seconds", row.cooldown_s, **ident)
+
+
+def record_model_thermal(run: BenchmarkRun, record: ThermalRecord, runtime: str, model: str) -> None:
+    """A model path's hottest temperature before and after its timed passes, and whether it throttled."""
+    summary = record.summary()
+    for phase in ("before", "after"):
+        value = summary[f"celsius_{phase}"]
+        if value is not None:
+            run.metrics.set(
+                "fleetbench_edge_model_temperature_celsius", value, runtime=runtime, model=model, phase=phase
+            )
+    if record.throttled is not None:
+        run.metrics.set("fleetbench_edge_model_throttled", 1 if record.throttled else 0, runtime=runtime, model=model)
+
+
+def record_run_thermal(run: BenchmarkRun, watch: Watch, end: ThermalState) -> None:
+    """Per source whether it read; every sensor at the idle baseline and at the end; cooldown timeouts."""
+    for source in watch.sources:
+        run.metrics.set("fleetbench_edge_thermal_source_up", 0 if source in watch.baseline.absent else 1, source=source)
+    for phase, state in (("baseline", watch.baseline), ("end", end)):
+        for sensor in state.sensors:
+            run.metrics.set(
+                "fleetbench_edge_thermal_sensor_celsius",
+                sensor.celsius,
+                source=sensor.source,
+                sensor=sensor.name,
+                phase=phase,
+            )
+    run.metrics.inc("fleetbench_edge_cooldown_timeouts_total", sum(1 for r in watch.records if r.cooldown.warning))

@@ -376,7 +376,8 @@ def _u32_params(*values: int | float) -> bytes:
     return out.tobytes()
 
 
-def _max_abs_rel(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+def max_abs_rel(out: np.ndarray, ref: np.ndarray) -> tuple[float, float]:
+    """(max abs error, normwise relative error) of `out` against the float64 reference `ref`; inf if not finite."""
     import numpy as np
 
     diff = np.abs(out.astype(np.float64) - ref)
@@ -397,9 +398,9 @@ def compare(problem: Problem, raw: memoryview | bytes) -> tuple[float, float, bo
         return math.inf, math.inf, False
     if problem.tolerance == 0:
         exact = bool(np.array_equal(out, ref.astype(out.dtype)) and np.array_equal(out.astype(np.float64), ref))
-        max_abs, max_rel = _max_abs_rel(out, ref.astype(np.float64))
+        max_abs, max_rel = max_abs_rel(out, ref.astype(np.float64))
         return max_abs, max_rel, exact
-    max_abs, max_rel = _max_abs_rel(out, ref)
+    max_abs, max_rel = max_abs_rel(out, ref)
     return max_abs, max_rel, max_rel <= problem.tolerance
 
 

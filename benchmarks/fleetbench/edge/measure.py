@@ -1,14 +1,15 @@
-"""Time the planned kernels: per kernel a cooldown, warm-ups, the first result checked against numpy,
-then tries until the median latency is stable."""
+"""Time the planned kernels: per kernel a cooldown back to the idle temperature, the thermal state
+before, warm-ups, the first result checked against numpy, tries until the median latency is stable,
+and the thermal state after (fleetbench.edge.discipline)."""
 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from fleetbench.edge import kernels, timing
+from fleetbench.edge.discipline import ThermalRecord, Watch
 from fleetbench.edge.export import record_kernel
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.plan import Compiled, EdgePlan
@@ -121,7 +122,18 @@ def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | 
     return row
 
 
-def run_kernels(plan: EdgePlan, run: BenchmarkRun, progress: Progress) -> list[KernelRow]:
+def add_thermal(row: KernelRow, record: ThermalRecord) -> None:
+    """Put a measurement's thermal record on its row: the compact figures and both full states."""
+    row.celsius_before = record.summary()["celsius_before"]
+    row.celsius_after = record.summary()["celsius_after"]
+    row.throttled = record.throttled
+    row.throttle_reasons = record.throttle_reasons
+    row.cooldown_s = record.cooldown.waited_s
+    row.warnings = record.warnings
+    row.thermal = record.as_dict()
+
+
+def run_kernels(plan: EdgePlan, run: BenchmarkRun, progress: Progress, watch: Watch) -> list[KernelRow]:
     """Run every compiled problem as one progress task, recording each row's metrics as it finishes."""
     rows: list[KernelRow] = []
     if not plan.compiled:
@@ -129,17 +141,50 @@ def run_kernels(plan: EdgePlan, run: BenchmarkRun, progress: Progress) -> list[K
     with progress.task("edge", total=len(plan.compiled)) as task:
         for item in plan.compiled:
             label = item.problem.label
-            if plan.cfg.cooldown_s > 0:
-                task.update(f"{label}: cooldown")
-                time.sleep(plan.cfg.cooldown_s)
-            task.update(f"{label}: warm-up and check")
 
             def show_try(n: int, label: str = label) -> None:
                 task.update(f"{label}: try {n}")
 
-            row = run_problem(plan, item, on_try=show_try)
+            def measure(item: Compiled = item, label: str = label, show: Callable[[int], None] = show_try) -> KernelRow:
+                task.update(f"{label}: warm-up and check")
+                return run_problem(plan, item, on_try=show)
+
+            def cooling(label: str = label) -> None:
+                task.update(f"{label}: cooldown")
+
+            row, record = watch.around(measure, on_cooldown=cooling)
+            add_thermal(row, record)
             rows.append(row)
             record_kernel(run, row)
             run.step_done()
             task.advance()
+    return rows
+
+
+def run_coopmat(plan: EdgePlan, run: BenchmarkRun, progress: Progress, watch: Watch) -> list[KernelRow]:
+    """gemm_coopmat at every GEMM size through the raw Vulkan path, where the plan could open it."""
+    from fleetbench.edge import coopmat
+
+    coop = plan.coopmat
+    if coop is None or coop.device is None:
+        return []
+    rows: list[KernelRow] = []
+    try:
+        with progress.task("edge coopmat", total=len(plan.cfg.gemm_sizes)) as task:
+            for n in plan.cfg.gemm_sizes:
+
+                def measure(n: int = n) -> KernelRow:
+                    task.update(f"{coopmat.NAME} float16 {n}")
+                    return coopmat.run_size(
+                        coop, plan.cfg, n, on_try=lambda t: task.update(f"{coopmat.NAME} {n}: try {t}")
+                    )
+
+                row, record = watch.around(measure)
+                add_thermal(row, record)
+                rows.append(row)
+                record_kernel(run, row)
+                run.step_done()
+                task.advance()
+    finally:
+        coop.close()
     return rows

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetbench.config.schema import EDGE_KERNELS, EdgeConfig
-from fleetbench.edge import gpu, kernels, paths, spirv
+from fleetbench.edge import coopmat, gpu, kernels, paths, spirv
 from fleetbench.edge.kernels import Problem
 from fleetbench.edge.pte import LoadedProgram
 from fleetbench.errors import UserError
@@ -41,6 +41,7 @@ QUICK: dict[str, Any] = {
     "min_tries": 2,
     "max_tries": 3,
     "cooldown_s": 0.0,
+    "cooldown_timeout_s": 5.0,
     "mps": False,
 }
 
@@ -77,6 +78,7 @@ class EdgePlan:
     notes: list[str] = field(default_factory=list)
     spirv_files: list[str] = field(default_factory=list)
     program: LoadedProgram | None = None
+    coopmat: coopmat.CoopPlan | None = None  # gemm_coopmat, through the raw Vulkan path
 
     def runs_on(self) -> tuple[str, str]:
         """The `device` and `backend` labels: the adapter and its API; an ExecuTorch program alone runs on this CPU."""
@@ -102,6 +104,15 @@ def apply_cpu_affinity(cpus: list[int] | None) -> list[int] | None:
     except OSError as exc:
         raise UserError(f"edge.cpu_affinity={cpus}: {exc.strerror}; accepted: CPUs this process may use") from None
     return sorted(os.sched_getaffinity(0))
+
+
+def check_thermal_root(cfg: EdgeConfig) -> None:
+    """A thermal root that is not a folder is a mistake, not an absent sensor: refuse it before the run."""
+    if cfg.thermal_sources and not cfg.thermal_root.is_dir():
+        raise UserError(
+            f"edge.thermal_root={cfg.thermal_root}: not a folder; accepted: a folder holding sys/class/thermal "
+            "or sys/class/hwmon (default /)"
+        )
 
 
 def _dtypes(cfg: EdgeConfig, rep: gpu.AdapterReport, notes: list[str]) -> list[str]:
@@ -173,6 +184,7 @@ def plan_edge(cfg: EdgeConfig) -> EdgePlan:
     from fleetbench.edge import pte
 
     apply_cpu_affinity(cfg.cpu_affinity)
+    check_thermal_root(cfg)
     program = pte.load(cfg.pte) if cfg.pte is not None else None
     if program is not None:
         pte.reference_model(program, cfg.module, cfg.seed)  # refuse a mismatched --module before the run
@@ -197,12 +209,26 @@ def plan_edge(cfg: EdgeConfig) -> EdgePlan:
         problems = [p for p in problems if p.spec.name not in narrow]
     period = gpu.timestamp_period_ns(device) if timing_kind == "timestamp" else 1.0
     compiled, spirv_files = _compile_all(device, problems, cfg, rep.device)
-    return EdgePlan(cfg, rep, device, timing_kind, period, compiled, notes, spirv_files, program)
+    coop = _coopmat(cfg, rep, notes)
+    if coop is not None and coop.spirv:
+        spirv_files.append(coop.spirv)
+    return EdgePlan(cfg, rep, device, timing_kind, period, compiled, notes, spirv_files, program, coop)
+
+
+def _coopmat(cfg: EdgeConfig, rep: gpu.AdapterReport, notes: list[str]) -> coopmat.CoopPlan | None:
+    """gemm_coopmat's plan where it was asked for: compiled and validated always, skipped with the reason
+    where the adapter cannot run it (asked for by name too: the kernel exists to say so)."""
+    if coopmat.NAME not in cfg.kernels:
+        return None
+    coop = coopmat.prepare(cfg, (rep.vendor_id, rep.device_id, rep.device), rep.backend)
+    if coop.skipped:
+        notes.append(f"{coopmat.NAME} skipped: {coop.skipped}")
+    return coop
 
 
 def _without_glsl(cfg: EdgeConfig, notes: list[str]) -> list[str]:
     """The kernels asked for, less the GLSL ones when glslc is missing: a note, or an error if they were asked for."""
-    wanted: list[str] = list(cfg.kernels)
+    wanted: list[str] = [k for k in cfg.kernels if k != coopmat.NAME]  # not a wgpu kernel: see _coopmat
     if any(kernels.KERNELS[k].lang == "glsl" for k in wanted) and spirv.glslc() is None:
         if "kernels" in cfg.model_fields_set:
             raise UserError(spirv.MISSING_GLSLC)

@@ -39,6 +39,15 @@ class KernelRow:
     flop_per_second: float = 0.0
     bytes_per_second: float = 0.0
     peak_ratio: float | None = None
+    # Thermal state around the tries (fleetbench.edge.discipline): hottest sensor before and after,
+    # throttling seen (None: no throttle indicator could be read), the cooldown before the kernel.
+    celsius_before: float | None = None
+    celsius_after: float | None = None
+    throttled: bool | None = None
+    throttle_reasons: list[str] = field(default_factory=list)
+    cooldown_s: float = 0.0
+    warnings: list[str] = field(default_factory=list)
+    thermal: dict[str, Any] = field(default_factory=dict)  # both full states: edge_results.json only
     try_medians_s: list[float] = field(default_factory=list)
     latencies_s: list[float] = field(default_factory=list)
 
@@ -64,12 +73,17 @@ class KernelRow:
         "flop_per_second",
         "bytes_per_second",
         "peak_ratio",
+        "celsius_before",
+        "celsius_after",
+        "throttled",
+        "cooldown_s",
     )
 
     def summary(self) -> dict[str, Any]:
-        """Everything but the raw latencies (those go to edge_results.json only)."""
+        """Everything but the raw latencies and full thermal states (those go to edge_results.json only)."""
         data = asdict(self)
         data.pop("latencies_s")
+        data.pop("thermal")
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
 
 

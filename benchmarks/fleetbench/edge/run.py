@@ -14,8 +14,15 @@ from typing import Any
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge import gpu, outputs
-from fleetbench.edge.export import peak_ratios, record_adapter, record_kernel_headline, record_peak_ratios
-from fleetbench.edge.measure import run_kernels
+from fleetbench.edge.discipline import Watch
+from fleetbench.edge.export import (
+    peak_ratios,
+    record_adapter,
+    record_kernel_headline,
+    record_peak_ratios,
+    record_run_thermal,
+)
+from fleetbench.edge.measure import run_coopmat, run_kernels
 from fleetbench.edge.models import run_mps_path, run_program
 from fleetbench.edge.plan import EdgePlan, plan_edge
 from fleetbench.edge.rows import KernelRow
@@ -37,6 +44,7 @@ class EdgeOutcome:
     rows: list[KernelRow]
     ratios: dict[str, float]
     models: list[dict[str, Any]]
+    thermal: dict[str, Any]
 
 
 def yes_no(flag: bool) -> str:
@@ -79,7 +87,7 @@ def write_outputs(
     rows: list[KernelRow],
     models: list[dict[str, Any]],
     ratios: dict[str, float],
-    device: str,
+    thermal: dict[str, Any],
 ) -> None:
     """edge_results.json (with every latency), edge_results.csv and one latency PNG per kernel."""
     json_path = bench.run_dir / "edge_results.json"
@@ -89,9 +97,11 @@ def write_outputs(
             "run_id": bench.identity.run_id,
             "adapter": plan.adapter.as_dict() if plan.adapter else None,
             "timing": plan.timing,
-            "kernels": [{**r.summary(), "latencies_s": r.latencies_s} for r in rows],
+            "kernels": [{**r.summary(), "thermal": r.thermal, "latencies_s": r.latencies_s} for r in rows],
             "gemm_peak_ratio": ratios,
             "models": models,
+            "thermal": thermal,
+            "cooperative_matrix": plan.coopmat.as_dict() if plan.coopmat else None,
             "notes": plan.notes,
         },
     )
@@ -101,7 +111,7 @@ def write_outputs(
         outputs.write_csv(csv_path, rows)
         bench.add_artifact(csv_path)
     if plan.cfg.plot and rows:
-        for path in outputs.write_latency_plots(bench.run_dir, rows, device):
+        for path in outputs.write_latency_plots(bench.run_dir, rows, plan.runs_on()[0]):
             bench.add_artifact(path)
 
 
@@ -129,12 +139,17 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
             record_adapter(bench, plan.adapter)
         for note in plan.notes:
             log.warning(note)
-        rows = run_kernels(plan, bench, context.progress)
+        watch = Watch.start(cfg)
+        rows = run_kernels(plan, bench, context.progress, watch)
+        rows += run_coopmat(plan, bench, context.progress, watch)
         ratios = peak_ratios(rows)
         record_peak_ratios(bench, rows)
         record_kernel_headline(bench, rows)
-        mps_summary = run_mps_path(cfg, bench, models)
-        failures = wrong_kernels(rows) + run_program(plan, bench, models)
+        mps_summary = run_mps_path(cfg, bench, models, watch)
+        failures = wrong_kernels(rows) + run_program(plan, bench, models, watch)
+        end = watch.read()
+        record_run_thermal(bench, watch, end)
+        thermal = watch.summary(end)
         bench.summary.update(
             {
                 "adapter": _adapter_summary(plan.adapter),
@@ -148,12 +163,15 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
                 "models": models,
                 "cpu_affinity": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
                 "failures": failures,
+                "thermal": thermal,
+                "cooperative_matrix": plan.coopmat.as_dict() if plan.coopmat else None,
+                "warnings": [w for r in watch.records for w in r.warnings],
             }
         )
-        write_outputs(bench, plan, rows, models, ratios, device)
+        write_outputs(bench, plan, rows, models, ratios, thermal)
         if failures:
             bench.finish(error="wrong results: " + "; ".join(failures))
-    result = JobResult([bench.result()], EdgeOutcome(device, backend, plan.timing, rows, ratios, models))
+    result = JobResult([bench.result()], EdgeOutcome(device, backend, plan.timing, rows, ratios, models, thermal))
     if failures:
         raise JobFailed("wrong results: " + "; ".join(failures), result)
     return result

@@ -38,6 +38,8 @@ def kernel_table(rows: list[KernelRow], title: str) -> Table:
         "tries",
         "rel err",
         "ok",
+        "C before>after",
+        "throttled",
     ):
         table.add_column(column, justify="left" if column in ("kernel", "dtype", "size") else "right", no_wrap=True)
     for r in rows:
@@ -54,8 +56,28 @@ def kernel_table(rows: list[KernelRow], title: str) -> Table:
             str(r.tries),
             f"{r.max_rel_error:.1e}",
             "yes" if r.correct else "[red]NO[/]",
+            _celsius(r.celsius_before, r.celsius_after),
+            {True: "[red]YES[/]", False: "no", None: "-"}[r.throttled],
         )
     return table
+
+
+def _celsius(before: float | None, after: float | None) -> str:
+    if before is None and after is None:
+        return "-"
+    return f"{'-' if before is None else f'{before:.1f}'}>{'-' if after is None else f'{after:.1f}'}"
+
+
+def thermal_lines(thermal: dict[str, Any]) -> list[str]:
+    """The run's thermal sources (read, or absent and why) and its cooldown timeouts, one line each."""
+    if not thermal:
+        return []
+    read = [s for s in thermal["sources"] if s not in thermal["absent"]]
+    lines = [f"thermal sources read: {', '.join(read) or 'none'}"]
+    lines += [f"thermal source {source} absent: {why}" for source, why in thermal["absent"].items()]
+    if thermal["cooldown_timeouts"]:
+        lines.append(f"[yellow]{thermal['cooldown_timeouts']} cooldown(s) timed out (see the warnings)[/]")
+    return lines
 
 
 def model_table(models: list[dict[str, Any]]) -> Table:
@@ -98,3 +120,5 @@ def show_results(console: Console, outcome: EdgeOutcome) -> None:
         console.print("GEMM / f32 FMA peak: " + ", ".join(f"{k} {v:.1%}" for k, v in outcome.ratios.items()))
     if outcome.models:
         show(console, model_table(outcome.models))
+    for line in thermal_lines(outcome.thermal):
+        console.print(line, highlight=False)

@@ -1,0 +1,282 @@
+"""The device's thermal state before and after each measurement, and a cooldown that waits for it.
+
+Sources (`edge.thermal_sources`): Linux thermal zones and cooling devices (`/sys/class/thermal`),
+hwmon sensors (`/sys/class/hwmon`), both read under a root folder (`edge.thermal_root`, `/`) so a
+test can point them at a tree it built; and the tools `nvidia-smi`, `adb` (an attached Android
+device's `dumpsys thermalservice`), `pmset -g therm` (macOS) and `tegrastats` (Jetson), found on PATH.
+A source that is absent or fails is named with the reason in the state, never filled in.
+
+Readings take milliseconds (sysfs) to a few hundred (adb); they are taken outside the timed tries.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetbench.edge.thermal_parse import (
+    Sensor,
+    ThermalParseError,
+    Throttle,
+    parse_dumpsys_thermalservice,
+    parse_nvidia_smi_csv,
+    parse_pmset_therm,
+    parse_tegrastats,
+)
+
+__all__ = [
+    "SOURCES",
+    "Cooldown",
+    "CooldownRule",
+    "ThermalState",
+    "cool_down",
+    "read_hwmon",
+    "read_state",
+    "read_thermal_class",
+    "throttling_between",
+]
+
+SOURCES = ("thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "tegrastats")
+TOOL_TIMEOUT_S = 10.0
+NVIDIA_SMI_QUERY = "index,name,temperature.gpu,clocks_throttle_reasons.active,clocks.sm"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ThermalState:
+    """Sensors and throttle indicators read at one moment, and the sources that gave nothing (and why)."""
+
+    sensors: list[Sensor] = field(default_factory=list)
+    throttles: list[Throttle] = field(default_factory=list)
+    absent: dict[str, str] = field(default_factory=dict)
+
+    def hottest(self) -> Sensor | None:
+        """The sensor with the highest temperature, or None without sensors."""
+        return max(self.sensors, key=lambda s: s.celsius, default=None)
+
+    def active_throttles(self) -> list[Throttle]:
+        """Indicators that say the device is slowed down now."""
+        return [t for t in self.throttles if t.active]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: sensors, throttle indicators, absent sources, the hottest sensor."""
+        hottest = self.hottest()
+        return {
+            "max_celsius": hottest.celsius if hottest else None,
+            "hottest": hottest.key if hottest else None,
+            "sensors": [vars(s) for s in self.sensors],
+            "throttles": [vars(t) for t in self.throttles],
+            "absent": dict(self.absent),
+        }
+
+
+def _read_text(path: Path) -> str | None:
+    """A sysfs attribute's text; None where the kernel refuses it (EIO, ENODATA: a sensor that is off)."""
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+
+
+def _millidegrees(path: Path) -> float | None:
+    text = _read_text(path)
+    try:
+        return int(text) / 1000.0 if text is not None else None
+    except ValueError:
+        return None
+
+
+def read_thermal_class(root: Path) -> tuple[list[Sensor], list[Throttle], str | None]:
+    """Thermal zones (`thermal_zoneN/type`, `temp` in millidegrees) and cooling devices (`cooling_deviceN/
+    type`, `cur_state`, `max_state`: a state above 0 is a throttle step in force) under `root`.
+
+    The third value is why there are none, or None.
+    """
+    base = root / "sys" / "class" / "thermal"
+    if not base.is_dir():
+        return [], [], f"{base} does not exist"
+    sensors = []
+    for zone in sorted(base.glob("thermal_zone*")):
+        celsius = _millidegrees(zone / "temp")
+        if celsius is not None:
+            sensors.append(Sensor("thermal_zone", zone.name, _read_text(zone / "type") or "unknown", celsius))
+    throttles = []
+    for device in sorted(base.glob("cooling_device*")):
+        state, top = _read_text(device / "cur_state"), _read_text(device / "max_state")
+        if state is None or not state.isdigit():
+            continue
+        kind = _read_text(device / "type") or "unknown"
+        detail = f"{kind} state {state} of {top}" if top else f"{kind} state {state}"
+        throttles.append(Throttle("thermal_zone", device.name, state, int(state) > 0, detail))
+    if not sensors and not throttles:
+        return [], [], f"no readable thermal_zone* or cooling_device* in {base}"
+    return sensors, throttles, None
+
+
+def read_hwmon(root: Path) -> tuple[list[Sensor], str | None]:
+    """hwmon chips (`hwmonN/name`) and their `tempK_input` (millidegrees) with `tempK_label` under `root`."""
+    base = root / "sys" / "class" / "hwmon"
+    if not base.is_dir():
+        return [], f"{base} does not exist"
+    sensors = []
+    for chip in sorted(base.glob("hwmon*")):
+        chip_name = _read_text(chip / "name") or chip.name
+        for probe in sorted(chip.glob("temp*_input")):
+            celsius = _millidegrees(probe)
+            if celsius is None:
+                continue
+            label = _read_text(probe.with_name(probe.name.replace("_input", "_label")))
+            channel = probe.name.removesuffix("_input")
+            name = f"{chip.name} {chip_name} {label or channel}"
+            sensors.append(Sensor("hwmon", name, chip_name, celsius))
+    if not sensors:
+        return [], f"no readable temp*_input in {base}"
+    return sensors, None
+
+
+def _run_tool(argv: list[str]) -> tuple[str | None, str | None]:
+    """The tool's stdout, or None with the reason (not on PATH, failed, timed out)."""
+    if shutil.which(argv[0]) is None:
+        return None, f"{argv[0]} not on PATH"
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, errors="replace")
+    except subprocess.TimeoutExpired:
+        return None, f"{' '.join(argv)} did not answer within {TOOL_TIMEOUT_S:g} s"
+    except OSError as exc:
+        return None, f"{argv[0]} could not run: {exc.strerror}"
+    if done.returncode != 0:
+        first = (done.stderr.strip() or done.stdout.strip() or f"exit {done.returncode}").splitlines()[0]
+        return None, f"{' '.join(argv)} failed: {first}"
+    return done.stdout, None
+
+
+def _first_line_of(argv: list[str]) -> tuple[str | None, str | None]:
+    """The first line a streaming tool (tegrastats) prints, then stop it."""
+    if shutil.which(argv[0]) is None:
+        return None, f"{argv[0]} not on PATH"
+    try:
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+            try:
+                line = proc.stdout.readline() if proc.stdout else ""
+            finally:
+                proc.kill()
+    except OSError as exc:
+        return None, f"{argv[0]} could not run: {exc.strerror}"
+    return (line, None) if line.strip() else (None, f"{argv[0]} printed nothing")
+
+
+Parser = Callable[[str], tuple[list[Sensor], list[Throttle]]]
+TOOLS: dict[str, tuple[list[str], Parser, bool]] = {
+    "nvidia-smi": (["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"], parse_nvidia_smi_csv, False),
+    "adb": (["adb", "shell", "dumpsys", "thermalservice"], parse_dumpsys_thermalservice, False),
+    "pmset": (["pmset", "-g", "therm"], parse_pmset_therm, False),
+    "tegrastats": (["tegrastats", "--interval", "100"], parse_tegrastats, True),
+}
+
+
+def _read_tool(source: str, state: ThermalState) -> None:
+    argv, parse, streams = TOOLS[source]
+    text, why = _first_line_of(argv) if streams else _run_tool(argv)
+    if text is None:
+        state.absent[source] = why or "no output"
+        return
+    try:
+        sensors, throttles = parse(text)
+    except ThermalParseError as exc:
+        state.absent[source] = f"{argv[0]} output not understood: {exc}"
+        return
+    state.sensors.extend(sensors)
+    state.throttles.extend(throttles)
+
+
+def read_state(sources: tuple[str, ...] | list[str], root: Path = Path("/")) -> ThermalState:
+    """One reading of every source asked for; absent ones are named in `absent`."""
+    state = ThermalState()
+    for source in sources:
+        if source == "thermal_zone":
+            sensors, throttles, why = read_thermal_class(root)
+            state.sensors.extend(sensors)
+            state.throttles.extend(throttles)
+        elif source == "hwmon":
+            sensors, why = read_hwmon(root)
+            state.sensors.extend(sensors)
+        else:
+            _read_tool(source, state)
+            continue
+        if why is not None:
+            state.absent[source] = why
+    return state
+
+
+def throttling_between(before: ThermalState, after: ThermalState) -> list[str]:
+    """What says the device was slowed down around a measurement: each indicator active before or after."""
+    seen: dict[str, str] = {}
+    for when, state in (("before", before), ("after", after)):
+        for t in state.active_throttles():
+            seen.setdefault(t.key, f"{t.key}={t.value} ({t.detail}, {when})")
+    return list(seen.values())
+
+
+@dataclass
+class Cooldown:
+    """How a cooldown went: the time waited, whether it was temperature-driven, and a warning on timeout."""
+
+    waited_s: float
+    driven_by: str  # "temperature", or "fixed" where no sensor was there to wait on
+    warning: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"waited_s": self.waited_s, "driven_by": self.driven_by, "warning": self.warning}
+
+
+def _too_hot(baseline: ThermalState, now: ThermalState, margin_c: float) -> list[str]:
+    """Sensors above their own baseline plus the margin, hottest excess first."""
+    idle = {s.key: s.celsius for s in baseline.sensors}
+    over = [(s.celsius - idle[s.key], s) for s in now.sensors if s.key in idle and s.celsius > idle[s.key] + margin_c]
+    over.sort(key=lambda pair: -pair[0])
+    return [f"{s.key} {s.celsius:.1f} C (idle {idle[s.key]:.1f} C)" for _excess, s in over]
+
+
+@dataclass(frozen=True)
+class CooldownRule:
+    """The cooldown settings: at least `min_s`; then until within `margin_c` of idle, polling, up to `timeout_s`."""
+
+    min_s: float
+    margin_c: float
+    timeout_s: float
+    poll_s: float
+
+
+def cool_down(
+    baseline: ThermalState,
+    read: Callable[[], ThermalState],
+    rule: CooldownRule,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Cooldown:
+    """Idle at least `rule.min_s`, then until every baseline sensor is back within the margin of its idle
+    value, or `rule.timeout_s` has passed (the warning names the sensors still hot). Without baseline
+    sensors the cooldown is the fixed `min_s` and says so."""
+    start = time.monotonic()
+    if rule.min_s > 0:
+        sleep(rule.min_s)
+    if not baseline.sensors:
+        return Cooldown(time.monotonic() - start, "fixed")
+    while True:
+        hot = _too_hot(baseline, read(), rule.margin_c)
+        waited = time.monotonic() - start
+        if not hot:
+            return Cooldown(waited, "temperature")
+        if waited >= rule.timeout_s:
+            warning = f"cooldown timed out after {waited:.1f} s: {hot[0]} above idle + {rule.margin_c:g} C" + (
+                f" (and {len(hot) - 1} more)" if len(hot) > 1 else ""
+            )
+            return Cooldown(waited, "temperature", warning)
+        sleep(min(rule.poll_s, max(rule.timeout_s - waited, 0.0)))

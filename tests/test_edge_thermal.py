@@ -1,0 +1,432 @@
+"""The edge job's thermal state and its temperature-driven cooldown, on real layouts and real captures.
+
+- sysfs: this machine's /sys/class/thermal and /sys/class/hwmon copied by the test (on the CI VM the
+  first is empty and the second absent, which the readers must name), and the documented layouts of a
+  Jetson (thermal zones `CPU-therm`, `GPU-therm`, ...), a Qualcomm Android phone (zones and
+  `thermal-cpufreq-N` cooling devices) and a PC's hwmon `coretemp`, built by the test from their
+  documented file names.
+- tools: real captures of nvidia-smi, tegrastats and `adb shell dumpsys thermalservice` from the
+  third-party data (`thermal/`, marker realdata), parsed directly and also printed by an executable
+  script of the test's own put on PATH under the tool's name (the program's real output, driven by
+  the test). No `pmset -g therm` capture is in the data: the test writes the layout published in
+  fmorrisey/mac_sys_utils@f7410b5 (therm_logger/log/therm_log_2025-04-06.txt) itself.
+- the cooldown waits on a temperature file that the test changes, and times out when it stays hot.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from fleetbench.edge import thermal
+from fleetbench.edge.thermal import CooldownRule, ThermalState, cool_down, read_state, throttling_between
+from fleetbench.edge.thermal_parse import (
+    ThermalParseError,
+    parse_dumpsys_thermalservice,
+    parse_nvidia_smi_csv,
+    parse_pmset_therm,
+    parse_tegrastats,
+)
+from testdata import get_test_data_dir
+
+THERMAL = "thermal"
+NVIDIA = "h800_nvidia_smi_query_gpu_event_reasons.csv"
+XAVIER = "jetson_xaviernx_class_tegrastats_gpu_burn.log"
+NANO = "jetson_nano_tegrastats.txt"
+ANDROID = "android_qcom_dumpsys_thermalservice.txt"
+# The attributes the readers use; sysfs files are copied one by one (a recursive copy of /sys can block).
+ATTRIBUTES = ("type", "temp", "cur_state", "max_state", "name")
+
+
+def capture(name: str) -> str:
+    return (get_test_data_dir() / THERMAL / name).read_text(encoding="utf-8")
+
+
+def write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def copy_sysfs_class(source: Path, target: Path) -> None:
+    """Copy a /sys/class/<x> folder's entries (symlinks into /sys/devices resolved) and the attributes read."""
+    if not source.is_dir():
+        return
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(source.iterdir()):
+        for attribute in entry.iterdir() if entry.is_dir() else ():
+            wanted = attribute.name in ATTRIBUTES or (attribute.name.startswith("temp") and "_" in attribute.name)
+            if not wanted or not attribute.is_file():
+                continue
+            try:
+                text = attribute.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue  # a sensor the kernel refuses to read stays out, as it does for the reader
+            write(target / entry.name / attribute.name, text.strip())
+
+
+# --- sysfs ---------------------------------------------------------------------------------------
+
+
+def test_this_machines_sysfs_copied_reads_as_the_live_one(tmp_path: Path) -> None:
+    for kind in ("thermal", "hwmon"):
+        copy_sysfs_class(Path("/sys/class") / kind, tmp_path / "sys" / "class" / kind)
+    live = read_state(["thermal_zone", "hwmon"], Path("/"))
+    copied = read_state(["thermal_zone", "hwmon"], tmp_path)
+    assert [(s.name, s.kind) for s in copied.sensors] == [(s.name, s.kind) for s in live.sensors]
+    assert [(t.name, t.detail) for t in copied.throttles] == [(t.name, t.detail) for t in live.throttles]
+    assert set(copied.absent) == set(live.absent)
+    if not live.sensors:
+        # A VM (this CI machine): the sources are named absent with the reason, no sensor is made up.
+        assert "thermal_zone" in live.absent and "hwmon" in live.absent
+        assert copied.hottest() is None
+
+
+def jetson_tree(root: Path, gpu_millidegrees: int = 38500) -> Path:
+    """Jetson Xavier NX / Orin thermal zones as L4T names them (/sys/devices/virtual/thermal)."""
+    zones = [("CPU-therm", 40000), ("GPU-therm", gpu_millidegrees), ("AUX-therm", 36500), ("AO-therm", 37500)]
+    base = root / "sys" / "class" / "thermal"
+    for index, (kind, value) in enumerate(zones):
+        write(base / f"thermal_zone{index}" / "type", kind)
+        write(base / f"thermal_zone{index}" / "temp", str(value))
+    write(base / "cooling_device0" / "type", "pwm-fan")
+    write(base / "cooling_device0" / "cur_state", "0")
+    write(base / "cooling_device0" / "max_state", "255")
+    return root
+
+
+def test_a_jetson_layout_reads_every_zone_in_celsius(tmp_path: Path) -> None:
+    state = read_state(["thermal_zone", "hwmon"], jetson_tree(tmp_path))
+    assert {s.kind: s.celsius for s in state.sensors} == {
+        "CPU-therm": 40.0,
+        "GPU-therm": 38.5,
+        "AUX-therm": 36.5,
+        "AO-therm": 37.5,
+    }
+    assert state.hottest() is not None and state.hottest().kind == "CPU-therm"  # type: ignore[union-attr]
+    assert [(t.name, t.active) for t in state.throttles] == [("cooling_device0", False)]
+    assert state.absent == {"hwmon": f"{tmp_path}/sys/class/hwmon does not exist"}
+
+
+def test_an_android_layout_with_a_cpufreq_cooling_device_in_force_is_throttling(tmp_path: Path) -> None:
+    # Qualcomm zone types and the cpufreq cooling devices the kernel registers (thermal-cpufreq-N).
+    base = tmp_path / "sys" / "class" / "thermal"
+    for index, (kind, value) in enumerate([("cpu-0-0-usr", 45100), ("gpuss-0-usr", 43000), ("skin-msm-therm", 33000)]):
+        write(base / f"thermal_zone{index}" / "type", kind)
+        write(base / f"thermal_zone{index}" / "temp", str(value))
+    write(base / "cooling_device0" / "type", "thermal-cpufreq-0")
+    write(base / "cooling_device0" / "cur_state", "3")
+    write(base / "cooling_device0" / "max_state", "20")
+    # A zone whose sensor is off: the kernel answers EIO; here its temp is a folder, which fails as read does.
+    (base / "thermal_zone3").mkdir()
+    write(base / "thermal_zone3" / "type", "pa-therm0")
+    (base / "thermal_zone3" / "temp").mkdir()
+    state = read_state(["thermal_zone"], tmp_path)
+    assert [s.kind for s in state.sensors] == ["cpu-0-0-usr", "gpuss-0-usr", "skin-msm-therm"]
+    throttles = state.active_throttles()
+    assert [(t.name, t.detail) for t in throttles] == [("cooling_device0", "thermal-cpufreq-0 state 3 of 20")]
+
+
+def test_hwmon_chips_with_labels_and_unreadable_channels(tmp_path: Path) -> None:
+    chip = tmp_path / "sys" / "class" / "hwmon" / "hwmon1"
+    write(chip / "name", "coretemp")
+    write(chip / "temp1_input", "52000")
+    write(chip / "temp1_label", "Package id 0")
+    write(chip / "temp2_input", "49000")  # no label: the channel names it
+    (chip / "temp3_input").mkdir()
+    write(tmp_path / "sys" / "class" / "hwmon" / "hwmon2" / "name", "nvme")
+    state = read_state(["hwmon"], tmp_path)
+    assert [(s.name, s.celsius) for s in state.sensors] == [
+        ("hwmon1 coretemp Package id 0", 52.0),
+        ("hwmon1 coretemp temp2", 49.0),
+    ]
+    assert state.absent == {}
+
+
+# --- tools' captures ---------------------------------------------------------------------------------
+
+
+@pytest.mark.realdata
+def test_nvidia_smi_capture_rows_give_temperature_and_power_cap_throttling() -> None:
+    text = capture(NVIDIA)
+    header, *rows = text.splitlines()
+    temperatures, power_capped = [], 0
+    for row in rows:
+        sensors, throttles = parse_nvidia_smi_csv(f"{header}\n{row}\n")
+        temperatures.append(sensors[0].celsius)
+        reasons = next(t for t in throttles if t.name.endswith("clocks_event_reasons"))
+        power_capped += reasons.active
+        assert reasons.active == ("sw_power_cap" in reasons.detail)
+        assert any(t.name.endswith("sm_clock_mhz") for t in throttles)
+    # The capture's README: 365 samples, temperature.gpu up to 48 C, 10 samples at SW power cap (0x4).
+    assert len(rows) == 365 and max(temperatures) == 48.0 and power_capped == 10
+    whole, _ = parse_nvidia_smi_csv(text)
+    last = next(csv.reader([rows[-1]], skipinitialspace=True))
+    assert [s.celsius for s in whole] == [float(last[header.split(", ").index("temperature.gpu")])]
+
+
+@pytest.mark.realdata
+def test_tegrastats_captures_of_two_jetsons() -> None:
+    lines = capture(XAVIER).splitlines()
+    gpu = [next(s.celsius for s in parse_tegrastats(line)[0] if s.name == "GPU") for line in lines]
+    assert gpu[0] == 38.0 and max(gpu) == 53.0  # GPU@38C -> 53C under gpu_burn (the data's README)
+    assert {s.name for s in parse_tegrastats(lines[0])[0]} == {"AUX", "CPU", "thermal", "AO", "GPU", "PMIC"}
+    nano = parse_tegrastats(capture(NANO))
+    assert 25.0 <= next(s.celsius for s in nano[0] if s.name == "GPU") <= 29.0
+    assert [t.name for t in nano[1]] == ["gr3d_clock_mhz"]
+
+
+@pytest.mark.realdata
+def test_dumpsys_thermalservice_capture_gives_current_temperatures_and_status() -> None:
+    sensors, throttles = parse_dumpsys_thermalservice(capture(ANDROID))
+    by_name = {s.name: s for s in sensors}
+    # Current (HAL) values, not the cached ones (CPUs cached at 79-90 C, current at 34-36 C).
+    assert all(34.0 <= s.celsius <= 36.0 for s in sensors if s.kind == "CPU")
+    assert by_name["battery"].celsius == 31.2 and by_name["battery"].kind == "BATTERY"
+    assert not {"vbat", "ibat", "socd"} & set(by_name)  # battery voltage, current and percentage
+    assert [(t.name, t.value, t.active, t.detail) for t in throttles] == [("thermal_status", "0", False, "NONE")]
+
+
+# `pmset -g therm` as an Intel Mac prints it (the published log named in the module docstring), and
+# as Apple silicon prints it (only the notes).
+PMSET_INTEL = (
+    "Note: No thermal warning level has been recorded\n"
+    "Note: No performance warning level has been recorded\n"
+    "2025-04-06 18:48:52 -0500 CPU Power notify\n"
+    "\tCPU_Scheduler_Limit \t= 100\n"
+    "\tCPU_Available_CPUs \t= 12\n"
+    "\tCPU_Speed_Limit \t= {speed}\n"
+)
+PMSET_APPLE = "Note: No thermal warning level has been recorded\nNote: No performance warning level has been recorded\n"
+
+
+def test_pmset_therm_speed_limits() -> None:
+    _, full = parse_pmset_therm(PMSET_INTEL.format(speed=100))
+    assert [(t.name, t.active) for t in full] == [("CPU_Scheduler_Limit", False), ("CPU_Speed_Limit", False)]
+    _, slowed = parse_pmset_therm(PMSET_INTEL.format(speed=48))
+    assert [t.detail for t in slowed if t.active] == ["48 % of full speed"]
+    assert parse_pmset_therm(PMSET_APPLE) == ([], [])
+    with pytest.raises(ThermalParseError, match="neither CPU_"):
+        parse_pmset_therm("pmset: unknown option therm\n")
+
+
+# --- the tools found on PATH ---------------------------------------------------------------------------
+
+
+def put_on_path(folder: Path, name: str, body: str) -> None:
+    """An executable script of the test's own under the tool's name (it prints what the test gives it)."""
+    script = folder / name
+    script.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+
+
+@pytest.fixture
+def tool_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    return folder
+
+
+def test_absent_tools_are_named(tool_path: Path) -> None:
+    state = read_state(["nvidia-smi", "adb", "pmset", "tegrastats"])
+    assert state.absent == {tool: f"{tool} not on PATH" for tool in ("nvidia-smi", "adb", "pmset", "tegrastats")}
+    assert state.sensors == [] and state.throttles == []
+
+
+def test_adb_without_a_device_is_named_with_adbs_own_words(tool_path: Path) -> None:
+    put_on_path(tool_path, "adb", "echo 'adb: no devices/emulators found' >&2\nexit 1\n")
+    state = read_state(["adb"])
+    assert state.absent == {"adb": "adb shell dumpsys thermalservice failed: adb: no devices/emulators found"}
+
+
+@pytest.mark.realdata
+def test_tools_on_path_printing_real_captures(tool_path: Path, tmp_path: Path) -> None:
+    for name in (NVIDIA, ANDROID, XAVIER):
+        shutil.copy(get_test_data_dir() / THERMAL / name, tmp_path / name)
+    put_on_path(tool_path, "nvidia-smi", f'case "$1" in --query-gpu=*) cat "{tmp_path / NVIDIA}";; *) exit 9;; esac\n')
+    put_on_path(tool_path, "adb", f'[ "$*" = "shell dumpsys thermalservice" ] || exit 9\ncat "{tmp_path / ANDROID}"\n')
+    # tegrastats streams one line per interval until it is stopped.
+    put_on_path(tool_path, "tegrastats", f'while :; do cat "{tmp_path / XAVIER}"; sleep 1; done\n')
+    state = read_state(["nvidia-smi", "adb", "tegrastats", "pmset"])
+    assert {s.source for s in state.sensors} == {"nvidia-smi", "adb", "tegrastats"}
+    assert next(s for s in state.sensors if s.source == "tegrastats" and s.name == "GPU").celsius == 38.0
+    assert state.absent == {"pmset": "pmset not on PATH"}
+
+
+def test_a_tool_that_prints_something_else_is_named_not_guessed(tool_path: Path) -> None:
+    put_on_path(tool_path, "nvidia-smi", "echo 'NVIDIA-SMI has failed because it could not communicate'\n")
+    state = read_state(["nvidia-smi"])
+    assert state.absent["nvidia-smi"].startswith("nvidia-smi output not understood: nvidia-smi output has no")
+
+
+# --- throttling and the cooldown ---------------------------------------------------------------------
+
+
+def test_throttling_is_reported_from_either_side_of_a_measurement(tmp_path: Path) -> None:
+    jetson_tree(tmp_path)
+    before = read_state(["thermal_zone"], tmp_path)
+    write(tmp_path / "sys" / "class" / "thermal" / "cooling_device0" / "cur_state", "120")
+    after = read_state(["thermal_zone"], tmp_path)
+    assert throttling_between(before, before) == []
+    assert throttling_between(before, after) == ["thermal_zone/cooling_device0=120 (pwm-fan state 120 of 255, after)"]
+
+
+def test_cooldown_waits_until_the_temperature_file_is_back_near_idle(tmp_path: Path) -> None:
+    jetson_tree(tmp_path, gpu_millidegrees=38000)
+    baseline = read_state(["thermal_zone"], tmp_path)
+    gpu_temp = tmp_path / "sys" / "class" / "thermal" / "thermal_zone1" / "temp"
+    gpu_temp.write_text("47000\n")  # hot after a kernel
+    readings: list[ThermalState] = []
+
+    def read() -> ThermalState:
+        readings.append(read_state(["thermal_zone"], tmp_path))
+        if len(readings) == 3:
+            gpu_temp.write_text("39500\n")  # the device cools down: within 2 C of its idle 38 C
+        return readings[-1]
+
+    rule = CooldownRule(min_s=0.0, margin_c=2.0, timeout_s=60.0, poll_s=0.05)
+    result = cool_down(baseline, read, rule)
+    assert result.driven_by == "temperature" and result.warning is None
+    assert len(readings) == 4  # three hot readings, then the cool one ended the wait
+
+
+def test_cooldown_times_out_with_a_warning_naming_the_hot_sensor(tmp_path: Path) -> None:
+    jetson_tree(tmp_path, gpu_millidegrees=38000)
+    baseline = read_state(["thermal_zone"], tmp_path)
+    (tmp_path / "sys" / "class" / "thermal" / "thermal_zone1" / "temp").write_text("47000\n")
+    rule = CooldownRule(min_s=0.0, margin_c=2.0, timeout_s=0.3, poll_s=0.05)
+    result = cool_down(baseline, lambda: read_state(["thermal_zone"], tmp_path), rule)
+    assert result.warning is not None and result.waited_s >= 0.3
+    assert "cooldown timed out after" in result.warning
+    assert "thermal_zone/thermal_zone1 47.0 C (idle 38.0 C) above idle + 2 C" in result.warning
+
+
+def test_cooldown_in_a_thread_follows_a_file_another_thread_cools(tmp_path: Path) -> None:
+    jetson_tree(tmp_path, gpu_millidegrees=38000)
+    baseline = read_state(["thermal_zone"], tmp_path)
+    gpu_temp = tmp_path / "sys" / "class" / "thermal" / "thermal_zone1" / "temp"
+    gpu_temp.write_text("60000\n")
+    results = []
+    rule = CooldownRule(min_s=0.0, margin_c=1.0, timeout_s=120.0, poll_s=0.02)
+    waiter = threading.Thread(
+        target=lambda: results.append(cool_down(baseline, lambda: read_state(["thermal_zone"], tmp_path), rule))
+    )
+    waiter.start()
+    time.sleep(0.2)
+    assert waiter.is_alive()  # still waiting on the hot sensor
+    gpu_temp.write_text("38400\n")
+    waiter.join(timeout=60)
+    assert results and results[0].warning is None and results[0].driven_by == "temperature"
+
+
+def test_without_sensors_the_cooldown_is_the_fixed_minimum_and_says_so() -> None:
+    rule = CooldownRule(min_s=0.01, margin_c=2.0, timeout_s=5.0, poll_s=0.1)
+    result = cool_down(ThermalState(absent={"hwmon": "x"}), lambda: ThermalState(), rule)
+    assert result.driven_by == "fixed" and result.warning is None and result.waited_s >= 0.01
+
+
+# --- damaged captures: a clean answer or a clean refusal -------------------------------------------------
+
+PARSERS = [parse_nvidia_smi_csv, parse_dumpsys_thermalservice, parse_pmset_therm, parse_tegrastats]
+
+
+def parses_or_refuses(parse: thermal.Parser, text: str) -> None:
+    try:
+        sensors, throttles = parse(text)
+    except ThermalParseError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert all(isinstance(s.celsius, float) and s.celsius == s.celsius for s in sensors)
+    assert all(isinstance(t.active, bool) for t in throttles)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    text=st.text(
+        alphabet=st.sampled_from(list("Temperature{mValue=,Type}Thermal Status: 0x1@CRAM.GPU\n\t -_9[N/A]")),
+        max_size=300,
+    )
+)
+def test_parsers_on_fuzzed_text(text: str) -> None:
+    for parse in PARSERS:
+        parses_or_refuses(parse, text)
+
+
+@pytest.mark.realdata
+@settings(max_examples=150, deadline=None)
+@given(data=st.data())
+def test_parsers_on_damaged_real_captures(data: st.DataObject) -> None:
+    name, parse = data.draw(
+        st.sampled_from(
+            [
+                (NVIDIA, parse_nvidia_smi_csv),
+                (ANDROID, parse_dumpsys_thermalservice),
+                (XAVIER, parse_tegrastats),
+                (NANO, parse_tegrastats),
+            ]
+        )
+    )
+    text = capture(name)
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    junk = data.draw(st.text(max_size=20))
+    parses_or_refuses(parse, text[:start] + junk + text[end:])
+
+
+def test_read_state_on_an_empty_root_names_every_sysfs_source(tmp_path: Path) -> None:
+    state = read_state(["thermal_zone", "hwmon"], tmp_path)
+    assert state.absent == {
+        "thermal_zone": f"{tmp_path}/sys/class/thermal does not exist",
+        "hwmon": f"{tmp_path}/sys/class/hwmon does not exist",
+    }
+    assert os.listdir(tmp_path) == []  # reading writes nothing
+
+
+@pytest.mark.vulkan
+def test_an_edge_run_carries_the_thermal_state_of_a_throttling_board(vulkan: None, tmp_path: Path) -> None:
+    root = jetson_tree(tmp_path / "board")
+    write(root / "sys" / "class" / "thermal" / "cooling_device1" / "type", "thermal-cpufreq-0")
+    write(root / "sys" / "class" / "thermal" / "cooling_device1" / "cur_state", "2")
+    results = tmp_path / "r"
+    done = run_cli(
+        "edge",
+        "run",
+        "--quick",
+        "--backend",
+        "vulkan",
+        "--kernels",
+        "silu",
+        "--results-dir",
+        str(results),
+        "--run-id",
+        "hot",
+        "--set",
+        f"edge.thermal_root={root}",
+        "--set",
+        "edge.thermal_sources=[thermal_zone,hwmon]",
+        cwd=tmp_path,
+        unset=("WGPU_BACKEND_TYPE",),
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads((results / "hot" / "edge_results.json").read_text())
+    row = result["kernels"][0]
+    assert row["celsius_before"] == 40.0 and row["celsius_after"] == 40.0
+    assert row["throttled"] is True
+    assert row["throttle_reasons"] == ["thermal_zone/cooling_device1=2 (thermal-cpufreq-0 state 2, before)"]
+    assert row["thermal"]["before"]["absent"] == {"hwmon": f"{root}/sys/class/hwmon does not exist"}
+    assert result["thermal"]["absent"] == {"hwmon": f"{root}/sys/class/hwmon does not exist"}
+    exposition = (results / "hot" / "fleetbench_edge_rank0.prom").read_text()
+    assert "fleetbench_edge_kernel_throttled{" in exposition and 'phase="before"' in exposition
+    assert "fleetbench_edge_thermal_source_up{" in exposition and 'source="hwmon"} 0.0' in exposition
+    assert "throttled during the measurement" in done.stderr
