@@ -41,6 +41,7 @@ def item_progress(console: Console, job: str) -> Progress:
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        disable=not console.is_terminal,  # live feedback only: a log or a pipe gets no stray lines
     )
 
 
@@ -82,6 +83,7 @@ class ConsoleProgress:
                 TimeElapsedColumn(),
                 console=self.console,
                 transient=True,
+                disable=not self.console.is_terminal,
             )
         else:
             bar = item_progress(self.console, job)
