@@ -7,6 +7,7 @@ cluster's), or here with `--local` on a login node.
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--requeue", action="store_true", help="requeue after a node failure; resumes from the newest checkpoint"
     )
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
-    submit.add_argument("--timeout", type=float, help="stop waiting after this many seconds (the job goes on)")
+    submit.add_argument("--timeout", type=_seconds, help="stop waiting after this many seconds (the job goes on)")
     submit.add_argument("--json", action="store_true", help="print the job as JSON on stdout at the end")
     submit.set_defaults(handler=handle_submit)
 
@@ -55,7 +56,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         if name in {"status", "wait", "cancel"}:
             command.add_argument("--json", action="store_true", help="print the job as JSON on stdout")
         if name == "wait":
-            command.add_argument("--timeout", type=float, help="stop waiting after this many seconds")
+            command.add_argument("--timeout", type=_seconds, help="stop waiting after this many seconds")
         if name == "collect":
             command.add_argument("--with-checkpoints", action="store_true", help="the checkpoints too")
         _add_connection(command)
@@ -64,6 +65,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     info.set_defaults(handler=handle_info)
     _add_connection(info)
     _add_connection(submit)
+
+
+def _seconds(text: str) -> float:
+    """--timeout: a finite number of seconds above 0, checked before Slurm is contacted."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not accepted; accepted: seconds, a number above 0 (e.g. 600)")
+    return value
 
 
 def _add_connection(parser: argparse.ArgumentParser) -> None:

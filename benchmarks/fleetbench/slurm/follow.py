@@ -62,10 +62,17 @@ class Failure:
         return " ".join(parts) + (f" on {job.nodes}" if job.nodes else "") + (f" - {where}" if where else "")
 
 
+# Slurm's job ids stop at 0x03ffffff (slurm.conf MaxJobId: "may not exceed 67108863").
+MAX_JOB_ID = 67_108_863
+
+
 def job_id_of(text: str) -> int:
-    """A job id as typed (`42`); UserError otherwise."""
-    if not text.isdigit() or int(text) < 1:
-        raise UserError(f"job id {text!r} is not accepted; accepted: the number sbatch printed (e.g. 42)")
+    """A job id as typed (`42`): ASCII digits within Slurm's range; UserError otherwise (before any network)."""
+    shown = text if len(text) <= 40 else f"{text[:37]}..."
+    if not (text.isascii() and text.isdigit()) or len(text) > 8 or not 1 <= int(text) <= MAX_JOB_ID:
+        raise UserError(
+            f"job id {shown!r} is not accepted; accepted: the number sbatch printed, 1-{MAX_JOB_ID} (e.g. 42)"
+        )
     return int(text)
 
 
