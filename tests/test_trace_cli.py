@@ -7,6 +7,7 @@ import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -200,3 +201,52 @@ def test_record_refuses_a_results_folder_it_cannot_write_before_it_summarises(
     (line,) = captured.err.strip().splitlines()
     assert line.startswith("fleetbench: error: results dir ") and str(blocker) in line
     assert blocker.read_text() == "a file where the results folder would go"
+
+
+KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7}
+
+
+@pytest.mark.parametrize(
+    ("events", "fragment"),
+    [
+        ([], "is not a torch.profiler trace: an empty traceEvents list"),
+        ({"traceEvents": []}, "is not a torch.profiler trace: an empty traceEvents list"),
+        ([1, 2, 3], "is not a torch.profiler trace: 3 traceEvents without ph and name"),
+        ({"traceEvents": [{"a": 1}, {"ts": 4}]}, "is not a torch.profiler trace: 2 traceEvents without ph and name"),
+        ([{**KERNEL, "ts": "NaN", "dur": 1}], "has no usable times: every one of its 1 complete events"),
+        ([{**KERNEL, "ts": 1e308 * 10, "dur": 1}], "1 with an infinite ts"),
+        ([{**KERNEL, "ts": 5, "dur": -5}, {**KERNEL, "ts": 1, "dur": "x"}], "1 with a negative dur"),
+        ([{**KERNEL, "ts": 10**400, "dur": 1}], "1 with a ts beyond 1e+18 µs"),
+    ],
+    ids=["empty-list", "empty-events", "numbers", "no-event-fields", "nan", "inf", "negative-and-text", "huge-int"],
+)
+def test_json_that_is_no_trace_or_has_no_times_is_one_line_and_exit_2(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path, events: Any, fragment: str
+) -> None:
+    path = _write(tmp_path / "rank-0.json", json.dumps(events).encode())
+    assert fleetbench("trace", "summarize", path, "--no-chart") == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    (line,) = captured.err.strip().splitlines()
+    assert line.startswith(f"fleetbench: error: trace {path} ") and fragment in line, line
+
+
+def test_events_whose_times_are_not_times_are_counted_named_and_left_out(
+    fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    events = [
+        {**KERNEL, "name": "good", "ts": 10, "dur": 5},
+        {**KERNEL, "name": "text", "ts": "20", "dur": "5"},  # times written as text still count
+        {**KERNEL, "name": "bad", "ts": 30, "dur": float("nan")},
+        {**KERNEL, "name": "worse", "ts": 40, "dur": -1},
+        {**KERNEL, "name": "also-bad", "ts": 50, "dur": -2},
+    ]
+    path = tmp_path / "rank-0.json"
+    path.write_text(json.dumps(events), encoding="utf-8")  # json writes NaN as torch.profiler would
+    assert fleetbench("trace", "summarize", path, "--json") == 0
+    captured = capsys.readouterr()
+    (summary,) = json.loads(captured.out)["traces"]
+    note = "left out 3 of 5 complete events whose times are not times: 1 with dur NaN (e.g. 'bad': dur=nan); 2 with a negative dur (e.g. 'worse': dur=-1)"
+    assert summary["left_out"] == note
+    assert captured.err.strip() == f"warning: trace {path}: {note}"
+    assert sorted(k["name"] for k in summary["top_kernels"]) == ["good", "text"]  # text times still count

@@ -20,6 +20,7 @@ in the trace (launched before the profiler started), which ran inside the window
 from __future__ import annotations
 
 import itertools
+import logging
 import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
@@ -58,6 +59,8 @@ CPU_ONLY_NOTE = (
     "no GPU events in this trace (a CPU-only profile): the breakdown covers the CPU threads, "
     "with the host side of collectives (gloo, c10d) as communication"
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -142,6 +145,7 @@ class TraceSummary:
     launch: LaunchStats | None = None
     cpu_threads: list[ThreadBusy] = field(default_factory=list)
     hta_differences: list[str] = field(default_factory=list)
+    left_out: str = ""  # complete events whose times are not times: how many, why, the first of each
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, with the derived shares that `asdict` leaves out."""
@@ -180,7 +184,10 @@ def summarize_events(events: TraceEvents, top: int = 15, window: str = "steps") 
         has_device_events=bool(events.device),
         note="",
         window=WindowInfo.of(chosen),
+        left_out=events.dropped_note(),
     )
+    if summary.left_out:
+        log.warning("trace %s: %s", events.path, summary.left_out)
     if device:
         summary.devices = device_breakdowns(events.rank, device)
         summary.top_kernels = _top_kernels(device, summary.devices, top)

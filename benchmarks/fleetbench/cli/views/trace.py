@@ -118,6 +118,8 @@ def trace_lines(summary: TraceSummary) -> list[str]:
     lines = [f"rank {summary.rank}: {summary.path}"]
     if summary.note:
         lines.append(f"  {summary.note}")
+    if summary.left_out:
+        lines.append(f"  {summary.left_out}")
     if summary.launch is not None:
         launch = summary.launch
         lines.append(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import re
 import zlib
 from collections.abc import Sequence
@@ -148,6 +149,28 @@ class Step:
 
 
 @dataclass
+class Dropped:
+    """Complete events whose times are not times, left out: how many, and the first one of each kind."""
+
+    counts: dict[str, int] = field(default_factory=dict)  # why -> how many
+    examples: dict[str, str] = field(default_factory=dict)  # why -> `name: field=value` of the first
+
+    def add(self, why: str, example: str) -> None:
+        """Count one more event left out for `why`."""
+        self.counts[why] = self.counts.get(why, 0) + 1
+        self.examples.setdefault(why, example)
+
+    @property
+    def total(self) -> int:
+        """Events left out, whatever the reason."""
+        return sum(self.counts.values())
+
+    def describe(self) -> str:
+        """`N with ts NaN (e.g. ...), M with ...`: each reason with its count and first example."""
+        return "; ".join(f"{n} {why} (e.g. {self.examples[why]})" for why, n in self.counts.items())
+
+
+@dataclass
 class TraceEvents:
     """One trace's complete events, sorted by what they are."""
 
@@ -158,6 +181,18 @@ class TraceEvents:
     cpu_ops: list[HostOp] = field(default_factory=list)  # ops and the collectives' annotations
     syncs: int = 0  # cuda_sync events, left out of device time
     steps: list[Step] = field(default_factory=list)
+    complete: int = 0  # complete (`ph: X`) events in the file, used or not
+    dropped: Dropped = field(default_factory=Dropped)
+    text_times: int = 0  # complete events whose times were written as text (read as numbers)
+
+    def dropped_note(self) -> str:
+        """One line on the events left out for their times, or "" when none was."""
+        if not self.dropped.total:
+            return ""
+        return (
+            f"left out {self.dropped.total} of {self.complete} complete events whose times are not times: "
+            f"{self.dropped.describe()}"
+        )
 
 
 def _args(event: dict[str, Any]) -> dict[str, Any]:
@@ -184,21 +219,70 @@ def _usable(start: float, dur: float) -> bool:
     return -MAX_TIME_US <= start <= MAX_TIME_US and 0 <= dur <= MAX_TIME_US  # False for NaN too
 
 
-def _times(event: Any) -> tuple[float, float] | None:
-    """Start and end of a complete (`ph: X`) event with numeric times; None for any other event."""
+def _why_not_a_time(name: str, value: Any) -> str:
+    """Why a ts or dur value is no time: what the count of left-out events says."""
+    try:
+        number = float(value) if _number(value) or isinstance(value, str) else math.nan
+    except ValueError:
+        return f"with a {name} that is no number"
+    except OverflowError:  # an integer too large for a float
+        number = math.inf
+    if not (_number(value) or isinstance(value, str)):
+        return f"with a {name} that is no number"
+    if math.isnan(number):
+        return f"with {name} NaN"
+    if math.isinf(number):
+        return (
+            f"with an infinite {name}" if not isinstance(value, int) else f"with a {name} beyond {MAX_TIME_US:.0e} µs"
+        )
+    if name == "dur" and number < 0:
+        return "with a negative dur"
+    return f"with a {name} beyond {MAX_TIME_US:.0e} µs"
+
+
+def _times(event: Any, out: TraceEvents) -> tuple[float, float] | None:
+    """Start and end of a complete (`ph: X`) event with numeric times; None for any other event.
+
+    A complete event whose times are not times (NaN, infinite, beyond MAX_TIME_US, a negative
+    duration, text that is no number) is counted in `out.dropped`; times written as text are read
+    as numbers and counted in `out.text_times`.
+    """
     if not isinstance(event, dict) or event.get("ph") != "X":
         return None
+    out.complete += 1
     start: Any = event.get("ts")
     dur: Any = event.get("dur", 0)
     if not (_number(start) and _number(dur)):
-        try:  # a time written as a string still counts; anything else is skipped
+        try:  # a time written as a string still counts, and is counted
             start, dur = float(start), float(dur)
         except (TypeError, ValueError, OverflowError):
+            _drop(event, out)
             return None
+        out.text_times += 1
     if not _usable(start, dur):
+        _drop(event, out)
         return None
     # ints stay ints: whole-µs traces keep exact arithmetic, and it is quicker
     return start, start + dur
+
+
+def _drop(event: dict[str, Any], out: TraceEvents) -> None:
+    """Count a complete event left out for its times, with the field and value that ruled it out."""
+    start: Any = event.get("ts")
+    dur: Any = event.get("dur", 0)
+    field_name, value = ("dur", dur) if _as_time(start, lowest=-MAX_TIME_US) is not None else ("ts", start)
+    shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+    name = str(event.get("name", ""))[:60]
+    out.dropped.add(_why_not_a_time(field_name, value), f"{name!r}: {field_name}={shown}")
+
+
+def _as_time(value: Any, lowest: float = 0.0) -> float | None:
+    """`value` as µs when it is one (a number, or text of one) within [lowest, MAX_TIME_US]; else None."""
+    try:
+        number = float(value) if _number(value) or isinstance(value, str) else math.nan
+    except (ValueError, OverflowError):
+        return None
+    return number if lowest <= number <= MAX_TIME_US else None  # False for NaN too
 
 
 def _id(value: Any) -> str | int | None:
@@ -253,7 +337,7 @@ def read_events(path: Path) -> TraceEvents:
     device_raw: list[tuple[dict[str, Any], str, float, float]] = []
     lower: dict[str | int | None, str] = {}
     for event in data["traceEvents"]:
-        times = _times(event)
+        times = _times(event, out)
         if times is None:
             continue
         raw = _id(event.get("cat", ""))
@@ -285,4 +369,24 @@ def read_events(path: Path) -> TraceEvents:
                 launch_dur=0.0 if launch is None else launch[1],
             )
         )
+    _refuse_what_is_no_trace(data["traceEvents"], out)
     return out
+
+
+TRACE_EVENT_FIELDS = ("ph", "name")  # what every event of the trace-event format carries
+
+
+def _refuse_what_is_no_trace(events: list[Any], out: TraceEvents) -> None:
+    """A UserError when the events are no trace's: none has an event's fields, or every timed one is no time."""
+    path = out.path
+    if not any(isinstance(e, dict) and all(k in e for k in TRACE_EVENT_FIELDS) for e in events):
+        what = "an empty traceEvents list" if not events else f"{len(events)} traceEvents without ph and name"
+        raise UserError(
+            f"trace {path} is not a torch.profiler trace: {what}; expected the .json or .json.gz that "
+            "torch.profiler exports (events with ph, name, ts and dur)"
+        )
+    if out.complete and out.dropped.total == out.complete:
+        raise UserError(
+            f"trace {path} has no usable times: every one of its {out.complete} complete events was left out: "
+            f"{out.dropped.describe()}; accepted: ts and dur as numbers of µs, dur not negative"
+        )
