@@ -202,3 +202,29 @@ def test_ansible_runs_without_colour_and_its_escapes_never_reach_a_message() -> 
     assert env["ANSIBLE_NOCOLOR"] == "1" and env["ANSIBLE_FORCE_COLOR"] == "0"
     coloured = "\x1b[1;35m[WARNING]: Could not match supplied host pattern, ignoring: x\x1b[0m"
     assert plain(coloured) == "[WARNING]: Could not match supplied host pattern, ignoring: x"
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda tmp: tmp / ("a" * 300), "a name in it is 300 bytes long; the file system allows 255"),
+        (lambda tmp: tmp.joinpath(*["b" * 200] * 25), "the path is "),
+    ],
+    ids=["name-too-long", "path-too-long"],
+)
+def test_names_the_file_system_refuses_are_one_line_before_any_work(
+    tmp_path: Path, make: Callable[[Path], Path], fragment: str
+) -> None:
+    from fleetbench.errors import UserError
+    from fleetbench.fsutil import check_writable_dir, ensure_writable_dir, name_problem
+
+    target = make(tmp_path)
+    assert fragment in (name_problem(target) or "")
+    for guard in (check_writable_dir, ensure_writable_dir):
+        with pytest.raises(
+            UserError, match="results dir .* (is not a name this file system takes|is not writable)"
+        ) as caught:
+            guard(target, "results dir", "--results-dir")
+        assert fragment in str(caught.value) and "\n" not in str(caught.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made on the way
+    assert name_problem(tmp_path / "fine") is None

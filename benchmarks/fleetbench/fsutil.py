@@ -16,18 +16,46 @@ from pathlib import Path
 from fleetbench.errors import UserError
 
 
+def name_problem(path: Path) -> str | None:
+    """What makes `path` a name the file system refuses (a part or the whole too long), or None."""
+    existing = Path("/")
+    for parent in reversed(path.absolute().parents):  # from the root down, to the last folder that exists
+        try:
+            if not parent.is_dir():
+                break
+        except OSError:  # the name itself is refused: its parent is the one to ask
+            break
+        existing = parent
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+        path_max = os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    longest = max((len(os.fsencode(part)) for part in path.parts), default=0)
+    if longest > name_max:
+        return f"a name in it is {longest} bytes long; the file system allows {name_max}"
+    if len(os.fsencode(str(path.absolute()))) >= path_max:
+        return f"the path is {len(os.fsencode(str(path.absolute())))} bytes long; the file system allows {path_max - 1}"
+    return None
+
+
 def _blocker(path: Path) -> Path | None:
     """The first existing path on the way to `path` (itself included) that is not a folder, if any."""
     for candidate in [*reversed(path.parents), path]:
         try:
             if not candidate.is_dir() and candidate.exists():
                 return candidate
-        except OSError:
+        except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:
+                return None  # no file in the way: the name itself is refused (name_problem says how)
             return candidate
     return None
 
 
 def _why_not_writable(path: Path, exc: OSError | None) -> str:
+    problem = name_problem(path)
+    if problem is not None:
+        return problem
     blocker = _blocker(path)
     if blocker == path:
         return "it is a file, not a folder"
@@ -61,6 +89,9 @@ def check_writable_dir(path: Path, what: str, flag: str) -> None:
     system is read-only); a file in the way is refused as such. The real proof is the job's own
     `ensure_writable_dir` once it starts to write.
     """
+    problem = name_problem(path)
+    if problem is not None:
+        raise UserError(f"{what} {path} is not a name this file system takes ({problem}); pass another with {flag}")
     blocker = _blocker(path)
     existing = next((p for p in [path, *path.parents] if p.is_dir()), Path("."))
     if blocker is not None or not os.access(existing, os.W_OK | os.X_OK):
