@@ -91,17 +91,19 @@ from pathlib import Path
 from pydantic import BaseModel
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
+from fleetbench.job import RunContext
 from fleetbench.telemetry.session import open_run
 
 class Settings(BaseModel):
     n: int = 1
 
 config = FleetbenchConfig.model_validate({"run": {"results_dir": sys.argv[1], "run_id": "full"}})
-with open_run(config, "probe", Settings(), "cpu", "cpu") as run:
+context = RunContext.start(config)
+with open_run(config, context, "probe", Settings(), "cpu", "cpu") as run:
     run.metrics.set("fleetbench_run_success", 1)
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 try:
-    with open_run(config, "probe", Settings(), "cpu", "cpu") as run:
+    with open_run(config, context, "probe", Settings(), "cpu", "cpu") as run:
         resource.setrlimit(resource.RLIMIT_FSIZE, (256, 256))
 except UserError as exc:
     print(exc)
@@ -222,7 +224,7 @@ def test_names_the_file_system_refuses_are_one_line_before_any_work(
     assert fragment in (name_problem(target) or "")
     for guard in (check_writable_dir, ensure_writable_dir):
         with pytest.raises(
-            UserError, match="results dir .* (is not a name this file system takes|is not writable)"
+            UserError, match=r"results dir .* (is not a name this file system takes|is not writable)"
         ) as caught:
             guard(target, "results dir", "--results-dir")
         assert fragment in str(caught.value) and "\n" not in str(caught.value)
