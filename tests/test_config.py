@@ -287,3 +287,28 @@ def test_a_byte_order_mark_is_accepted_and_duplicate_keys_are_not(tmp_path: Path
         load_config(tmp_path / "dup.yaml")
     (tmp_path / "alias.yaml").write_text("train: {threads: &t 3}\nprobe: {threads: *t}\n")
     assert load_config(tmp_path / "alias.yaml").probe.threads == 3  # anchors and aliases still work
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "fragment"),
+    [
+        ("probe: [1, 2]\n", {"probe.device": ("cpu", "--device")}, "probe: a section holds keys (copy_mib, "),
+        ("run: 5\n", {"run.run_id": ("x", "--run-id")}, "run: a section holds keys (results_dir, run_id), not 5"),
+        ("profile:\n  ncu: 3\n", {}, "profile.ncu: a section holds keys (clock_control, "),
+    ],
+    ids=["list-section-with-a-flag", "number-section-with-a-flag", "nested-section"],
+)
+def test_a_section_that_is_no_section_is_blamed_on_the_file_not_the_flag(
+    tmp_path: Path, text: str, flags: dict[str, tuple[str, str]], fragment: str
+) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        load_config(path, [], flags)
+    assert str(caught.value).startswith(f"{path}: ") and fragment in str(caught.value)
+
+
+def test_a_section_whose_keys_are_all_commented_out_is_empty(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text("probe:\n  # device: cpu\n", encoding="utf-8")
+    assert load_config(path).probe == load_config(None).probe

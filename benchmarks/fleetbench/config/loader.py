@@ -203,6 +203,8 @@ def load_config(
 ) -> Any:
     """File, then `--set` overrides, then dedicated flags ({"run.run_id": (value, "--run-id")})."""
     data: dict[str, Any] = read_config_file(path) if path is not None else {}
+    if path is not None:  # the file's own sections first: an override must not take the blame for them
+        check_sections(data, model, path)
     origins: dict[tuple[str, ...], str] = {}
     for text in overrides or []:
         key_path, value = parse_override(text)
@@ -246,6 +248,23 @@ def describe_validation_error(
             message += "; quote a number to make it text, e.g. '\"2024\"'"
     more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{source}: {key}: {message}{more}"
+
+
+def check_sections(data: dict[str, Any], model: type[BaseModel], path: Path, prefix: str = "") -> None:
+    """A UserError naming the file and key where a section of `model` holds something else than keys."""
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        if name not in data or not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            continue
+        value = data[name]
+        if value is None:  # a section whose keys are all commented out
+            data[name] = value = {}
+        if not isinstance(value, dict):
+            raise UserError(
+                f"{path}: {prefix}{name}: a section holds keys ({', '.join(accepted_keys(annotation, ()))}), "
+                f"not {shown(value)}"
+            )
+        check_sections(value, annotation, path, f"{prefix}{name}.")
 
 
 def accepted_keys(model: type[BaseModel], section: tuple[str, ...]) -> list[str]:
