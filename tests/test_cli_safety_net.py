@@ -267,3 +267,19 @@ def test_every_fleetbench_variable_in_the_tree_is_registered_and_every_registere
 def test_the_configuration_page_lists_every_variable() -> None:
     page = (REPO / "docs" / "configuration.md").read_text(encoding="utf-8")
     assert [name for name in KNOWN if f"`{name}`" not in page] == []
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_results_dir_is_taken_before_or_after_the_subcommand(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, where: str
+) -> None:
+    missing = str(tmp_path / "nowhere")
+    argv = (
+        ["results", "--results-dir", missing, "list"]
+        if where == "before"
+        else ["results", "list", "--results-dir", missing]
+    )
+    assert cli_main.main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"fleetbench: error: results folder {missing} does not exist; run a benchmark first or pass --results-dir"
+    )

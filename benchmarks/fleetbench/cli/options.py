@@ -53,6 +53,16 @@ def add_results_dir(
     parser.add_argument("--results-dir", type=kind, default=default, help=f"{what} (default: {shown})")
 
 
+def also_after(parent: argparse.ArgumentParser, *subcommands: argparse.ArgumentParser) -> None:
+    """Let `--results-dir` follow the subcommand too (`results list --results-dir X`), as users type it;
+    given there, it wins over the parent's (whose default stands otherwise)."""
+    action = next(a for a in parent._actions if "--results-dir" in a.option_strings)
+    for command in subcommands:
+        command.add_argument(
+            "--results-dir", type=action.type, default=argparse.SUPPRESS, help=action.help, metavar=action.metavar
+        )
+
+
 def run_context(config: FleetbenchConfig, console: Console) -> RunContext:
     """The run a command starts, chosen here once: --run-id (else a new id) under the results root, with
     the job's progress drawn on `console`."""

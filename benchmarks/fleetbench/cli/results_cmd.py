@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fleetbench import jsonio
-from fleetbench.cli.options import add_results_dir
+from fleetbench.cli.options import add_results_dir, also_after
 from fleetbench.errors import UserError
 from fleetbench.results.store import (
     RECORDS_FILE,
@@ -29,11 +29,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser = commands.add_parser("results", help="list runs and show their result records")
     add_results_dir(parser)
     sub = parser.add_subparsers(dest="results_command", required=True, metavar="{list,show}")
-    sub.add_parser("list", help="runs, newest first").set_defaults(handler=handle_list)
+    listing = sub.add_parser("list", help="runs, newest first")
+    listing.set_defaults(handler=handle_list)
     show = sub.add_parser("show", help="one run's records")
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true", help="print the records as JSON Lines")
     show.set_defaults(handler=handle_show)
+    also_after(parser, listing, show)
 
 
 def handle_list(args: argparse.Namespace, console: Console) -> int:
