@@ -58,9 +58,7 @@ def also_after(parent: argparse.ArgumentParser, *subcommands: argparse.ArgumentP
     given there, it wins over the parent's (whose default stands otherwise)."""
     action = next(a for a in parent._actions if "--results-dir" in a.option_strings)
     for command in subcommands:
-        command.add_argument(
-            "--results-dir", type=action.type, default=argparse.SUPPRESS, help=action.help, metavar=action.metavar
-        )
+        command.add_argument("--results-dir", type=action.type or str, default=argparse.SUPPRESS, help=action.help)
 
 
 def run_context(config: FleetbenchConfig, console: Console) -> RunContext:
