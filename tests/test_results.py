@@ -204,3 +204,30 @@ def test_records_with_markup_or_without_a_time_zone_are_shown_as_they_are(
     assert main(["results", "--results-dir", str(tmp_path), "show", "odd"]) == 0
     err = capsys.readouterr().err
     assert "[/]probe" in err and "[bold]x[/" in err and "2026-01-01T00:00:00+00:00" in err
+
+
+def test_a_figure_that_was_no_number_reads_back_as_nan_and_text_or_booleans_are_refused(tmp_path: Path) -> None:
+    import math
+
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.errors import UserError
+    from fleetbench.job import RunContext
+    from fleetbench.telemetry.session import open_run
+
+    config = FleetbenchConfig.model_validate({"run": {"results_dir": str(tmp_path), "run_id": "n"}})
+    labels = {"probe": "matmul", "dtype": "float32", "size": "1"}
+    with open_run(config, RunContext.start(config), "probe", config.probe, "d", "cpu") as run:
+        run.metrics.set("fleetbench_probe_op_seconds", math.nan, **labels)  # a diverged figure
+        run.add_headline("fleetbench_probe_achieved_flop_per_second", math.inf, [1.0, math.nan], **labels)
+    path = tmp_path / "n" / "records.jsonl"
+    assert '"value":null' in path.read_text()  # strict JSON on disk
+    (record,) = read_records(tmp_path / "n")  # and the run still reads
+    assert math.isnan(record.metric("fleetbench_probe_op_seconds", **labels) or 0.0)
+    assert math.isnan(record.headline[0].value) and record.headline[0].samples[0] == 1.0
+    text = path.read_text()
+    for bad, shown in (('"3.5"', "'3.5'"), ("true", "True")):
+        path.write_text(text.replace('"value":null', f'"value":{bad}', 1))
+        with pytest.raises(
+            UserError, match=rf"records.jsonl:1: .*value: Input should be a valid number \(got {shown}\)"
+        ):
+            read_records(tmp_path / "n")

@@ -18,12 +18,23 @@ Schema (version 1), documented in README.md:
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleetbench.catalogue import Better, MetricSpec, spec
+
+
+def _null_is_nan(value: Any) -> Any:
+    """A figure written as null (jsonio writes NaN and infinities so) reads back as NaN, "not a number"."""
+    return math.nan if value is None else value
+
+
+# A figure as a record holds it: a JSON number (text, true/false are refused: no reader guesses), or
+# null for a value that was no number when it was measured, read back as NaN for the readers to refuse.
+Figure = Annotated[float, Field(strict=True), BeforeValidator(_null_is_nan)]
 
 
 class MetricSample(BaseModel):
@@ -32,7 +43,7 @@ class MetricSample(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str
     labels: dict[str, str] = Field(default_factory=dict)
-    value: float
+    value: Figure
 
 
 class HeadlineFigure(BaseModel):
@@ -42,8 +53,8 @@ class HeadlineFigure(BaseModel):
     model_config = ConfigDict(extra="forbid")
     metric: str
     labels: dict[str, str] = Field(default_factory=dict)
-    value: float
-    samples: list[float] = Field(default_factory=list)
+    value: Figure
+    samples: list[Figure] = Field(default_factory=list)
 
     @property
     def spec(self) -> MetricSpec:

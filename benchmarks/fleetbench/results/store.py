@@ -105,6 +105,9 @@ def _parse_line(path: Path, number: int, raw: bytes) -> ResultRecord:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         message = " ".join(str(first["msg"]).split())[:200]
+        if where and not isinstance(first.get("input"), dict | list) and first["type"] != "missing":
+            got = repr(first.get("input"))
+            message += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
         raise UserError(
             f"{path}:{number}: not a valid result record: {f'{where}: ' if where else ''}{message}"
         ) from None
