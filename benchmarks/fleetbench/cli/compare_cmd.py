@@ -188,6 +188,7 @@ def _rounds_comparison(args: argparse.Namespace, config: FleetbenchConfig, conso
         rounds.Side("base", tuple(args.base_set), args.base_rev), rounds.Side("new", tuple(args.new_set), args.new_rev),
         args.run_prefix or "", args.repo,
     )  # fmt: skip
+    rounds.check_overrides((plan.base, plan.new))
     started = time.monotonic()
     with rounds.checkouts(plan.repo, (plan.base, plan.new)) as sources:
         outcome = rounds.run_rounds(plan, sources, lambda line: console.print(line, markup=False, highlight=False))

@@ -144,7 +144,7 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
     if args.format == "json":
         sys.stdout.write(as_json(panels, png))
     else:
-        out = Console()
+        out = Console(width=None if sys.stdout.isatty() else 200)  # piped: whole run ids and commits
         for series, steps in panels:
             out.print(step_table(series, steps))
     console.print(f"plot: {png}", markup=False)

@@ -109,7 +109,7 @@ def handle_noise(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"noise: {' '.join(args.command)} recorded no headline figures; nothing to calibrate")
     path = noise.store(root, calibration)
     defaults = CompareConfig()
-    Console().print(noise_table(calibration, args.rounds, defaults.min_change_pct, defaults.noise_factor))
+    Console(width=160).print(noise_table(calibration, args.rounds, defaults.min_change_pct, defaults.noise_factor))
     console.print(f"noise calibration: {path}", markup=False)
     if args.baseline:
         baseline = Baseline(args.baseline, outcome.prefix, "fleetbench noise", "", records, len(processes), calibration)

@@ -77,12 +77,12 @@ class Outcome:
 def check_command(command: tuple[str, ...]) -> None:
     """A benchmark command of the CLI, without the options the rounds set themselves."""
     if not command or command[0] not in JOB_COMMANDS:
-        got = command[0] if command else "nothing"
+        got = repr(command[0]) if command else "nothing"
         raise UserError(
-            f"--rounds runs a benchmark command, got {got!r}; accepted: {', '.join(JOB_COMMANDS)} "
+            f"--rounds runs a benchmark command, got {got}; accepted: {', '.join(JOB_COMMANDS)} "
             "with its options, e.g. fleetbench compare --rounds 10 -- probe --set probe.threads=1"
         )
-    own = [arg for arg in command if arg.split("=", 1)[0] in OWN_OPTIONS]
+    own = [arg.split("=", 1)[0] for arg in command if arg.split("=", 1)[0] in OWN_OPTIONS]
     if own:
         raise UserError(f"{own[0]}: --rounds sets each process's run id and results folder; drop it from the command")
 
@@ -98,6 +98,28 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout.strip()
 
 
+def commit_of(repo: Path, side: Side) -> str:
+    """The full commit id a side's --rev names in `repo`; a UserError naming the rev otherwise."""
+    try:
+        return _git(repo, "rev-parse", "--verify", "--quiet", f"{side.rev}^{{commit}}")
+    except UserError:
+        raise UserError(
+            f"--{side.name}-rev {side.rev!r} is not a commit of {repo}; accepted: a branch, tag or commit "
+            "of the repository --repo names (default: the current folder)"
+        ) from None
+
+
+def check_overrides(sides: tuple[Side, ...]) -> None:
+    """Each side's --set overrides, validated as the benchmark's config would be, before any process runs."""
+    from fleetbench.config.loader import load_config
+
+    for side in sides:
+        try:
+            load_config(None, list(side.overrides))
+        except UserError as exc:
+            raise UserError(f"--{side.name}-set: {exc}") from None
+
+
 @contextlib.contextmanager
 def checkouts(repo: Path, sides: tuple[Side, ...]) -> Iterator[dict[str, Path]]:
     """The sides' commits checked out with `git worktree add --detach` (removed at the end): name -> source."""
@@ -105,7 +127,7 @@ def checkouts(repo: Path, sides: tuple[Side, ...]) -> Iterator[dict[str, Path]]:
     if not wanted:
         yield {}
         return
-    commits = {side.name: _git(repo, "rev-parse", "--verify", "--quiet", f"{side.rev}^{{commit}}") for side in wanted}
+    commits = {side.name: commit_of(repo, side) for side in wanted}
     folder = Path(tempfile.mkdtemp(prefix="fleetbench-rounds-"))
     made: list[Path] = []
     try:

@@ -55,6 +55,8 @@ log = logging.getLogger(__name__)
 class TestSettings:
     """How strict the comparison is (the `compare` config section), and what its samples are."""
 
+    __test__ = False  # its name starts with Test: pytest must not collect it from a test's imports
+
     alpha: float = 0.05
     confidence_level: float = 0.95
     min_change_pct: float = 1.0

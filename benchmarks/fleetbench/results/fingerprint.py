@@ -19,7 +19,8 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
+
+from fleetbench.devices import cpu_model_name
 
 # Environment variables that change results or threading (torch, OpenMP, MKL, OpenBLAS, CUDA).
 NUMERIC_ENV = (
@@ -40,18 +41,6 @@ NUMERIC_ENV = (
 MACHINE_KEYS = ("host", "cpu_model", "cpu_count", "gpu_model")
 # Keys that differ between two commits by design: shown, never warned about.
 CODE_KEYS = ("commit",)
-
-
-def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
-    """The first `model name` of /proc/cpuinfo (Linux), else what the platform module says."""
-    try:
-        for line in cpuinfo.read_text(encoding="utf-8", errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and value.strip():
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
 
 
 def nvidia_smi() -> dict[str, str]:
@@ -99,7 +88,7 @@ def torch_entries() -> dict[str, str]:
 def _static_entries() -> tuple[tuple[str, str], ...]:
     """What cannot change while the process lives: the CPU, the kernel, the GPU and its driver."""
     entries = {
-        "cpu_model": cpu_model(),
+        "cpu_model": cpu_model_name(),
         "cpu_count": str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
         "kernel": platform.release(),
         "python": platform.python_version(),
