@@ -6,20 +6,25 @@ Everything runs through the `fleetbench` CLI, at compare's default settings, in 
 root and a temporary git repository holding a copy of this checkout's `benchmarks/`:
 
   commit A  the code as it is
-  commit B  the planted slow-down: the matmul probe also multiplies a slab of 10 % of A's rows by B
-            inside the timed operation, uncounted: 10 % more multiply-adds for the same result and
-            the same counted FLOPs, so its FLOP/s falls by about 9 % (1 - 1/1.1). Real work in the
-            code under test, as a regression from a commit is; not a sleep.
+  commit B  the planted slow-downs: the matmul probe also multiplies a slab of 10 % of A's rows by B,
+            the copy probe also copies a tenth of its bytes again, both inside the timed operation and
+            uncounted: 10 % more work for the same result and the same counted FLOPs and bytes, so
+            each figure falls by about 9 % (1 - 1/1.1) where the work is all that costs. Real work in
+            the code under test, as a regression from a commit is; not a sleep.
 
   1. calibrate  `fleetbench noise --rounds R -- probe ...`: this machine's run-to-run noise per figure,
                 filed in the results root, so every comparison below gets its default minimum change.
   2. A/A        T x `fleetbench compare --rounds R --base-rev A --new-rev A -- probe ...`: the share of
                 comparisons with any figure judged better or worse (the nominal rate: Holm keeps the
                 family-wise error of a comparison at compare.alpha, 5 %), with its Wilson 95 % interval.
-  3. planted    T x the same with --new-rev B: the share where the gate exits 1 naming the matmul figure.
-  4. 80 % power the smallest slow-down the test would catch in 80 % of comparisons, from the A/A trials'
-                own per-process medians with new's scaled by (1 - d), judged exactly as compare judges
-                (Mann-Whitney U, bootstrap interval, Holm with the copy figure, the minimum change).
+  3. planted    T x the same with --new-rev B: the share where the gate exits 1, and per figure the share
+                judged worse.
+  4. 80 % power per figure, the smallest slow-down the test catches in 80 % of comparisons: the A/A
+                trials' own processes with new's samples scaled by (1 - d), judged by compare itself.
+
+Steps 2-4 are reported for both per-process summaries (compare.process_summary): the median of a
+process's samples (the default; what compare's exit codes in step 2 and 3 used) and its best sample.
+The other summary's figures come from the same processes judged again by compare's own functions.
 
 The probe: matmul 256 (float32) and a 4 MiB copy, one thread, 0.1 s of timing per figure: its two
 figures are the comparison's family. Prints a table (with the CPU model) and writes --json.
@@ -43,11 +48,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.compare.matching import RunRef, headline_records
-from fleetbench.compare.noise import min_change_pct, read
-from fleetbench.compare.statistics import TestSettings, adjust, compare_samples
+from fleetbench.compare.matching import RunRef, compare_runs
+from fleetbench.compare.noise import read
+from fleetbench.compare.statistics import settings_from
 from fleetbench.config.compare import CompareConfig
 from fleetbench.devices import cpu_model_name
+from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import read_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +61,21 @@ PROBE = ("probe", "--set", "probe.matmul_sizes=[256]", "--set", "probe.copy_mib=
          "--set", "probe.min_run_time_s=0.1", "--set", "probe.threads=1")  # fmt: skip
 FLOPS = "fleetbench_probe_achieved_flop_per_second"
 ANCHOR = "    flops = count_flops(op)\n    timed = time_op(op, device, min_run_time_s, threads)\n"
-console = Console()
+COPY_ANCHOR = "    timed = time_op(op, device, min_run_time_s, threads)\n    moved = 2 * numel * element_size"
+METRICS = (FLOPS, "fleetbench_probe_achieved_bytes_per_second")
+SUMMARIES = ("median", "best")
+console = Console(width=150)
+
+
+def planted_copy(extra: float) -> str:
+    """The replacement of COPY_ANCHOR in copy_probe: `extra` of the bytes copied again, inside the timed op."""
+    return (
+        f"    part = max(1, round(numel * {extra!r}))  # planted: more bytes copied for the same result, uncounted\n\n"
+        "    def slow_op() -> object:\n"
+        "        dst[:part].copy_(src[:part])\n"
+        "        return op()\n\n"
+        "    timed = time_op(slow_op, device, min_run_time_s, threads)\n    moved = 2 * numel * element_size"
+    )
 
 
 def planted(extra: float) -> str:
@@ -88,9 +108,9 @@ def planted_repo(folder: Path, extra: float) -> tuple[Path, str, str]:
     git(repo, "commit", "-qm", "A: as checked out")
     compute = repo / "benchmarks" / "fleetbench" / "probe" / "compute.py"
     text = compute.read_text()
-    if text.count(ANCHOR) != 1:
-        raise SystemExit("perf_compare: the matmul probe changed; update ANCHOR to plant the slow-down")
-    compute.write_text(text.replace(ANCHOR, planted(extra)))
+    if text.count(ANCHOR) != 1 or text.count(COPY_ANCHOR) != 1:
+        raise SystemExit("perf_compare: the probe changed; update ANCHOR and COPY_ANCHOR to plant the slow-downs")
+    compute.write_text(text.replace(ANCHOR, planted(extra)).replace(COPY_ANCHOR, planted_copy(extra)))
     git(repo, "commit", "-qam", f"B: {extra:.0%} more multiply-adds in the timed matmul")
     return repo, git(repo, "rev-parse", "HEAD~1"), git(repo, "rev-parse", "HEAD")
 
@@ -106,7 +126,7 @@ class Trial:
 
     code: int
     verdicts: dict[str, str]
-    change_pct: float | None
+    changes: dict[str, float | None]
     seconds: float
     prefix: str
     regressions: list[str] = field(default_factory=list)
@@ -122,8 +142,8 @@ def compare_trial(root: Path, repo: Path, revs: tuple[str, str], rounds: int, pr
         raise SystemExit(f"perf_compare: {prefix}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
     report = json.loads(done.stdout)
     verdicts = {row["metric"]: row["verdict"] for row in report["rows"]}
-    change = next((row["change_pct"] for row in report["rows"] if row["metric"] == FLOPS), None)
-    return Trial(done.returncode, verdicts, change, seconds, prefix, report["regressions"])
+    changes = {row["metric"]: row["change_pct"] for row in report["rows"]}
+    return Trial(done.returncode, verdicts, changes, seconds, prefix, report["regressions"])
 
 
 def wilson(hits: int, n: int) -> tuple[float, float]:
@@ -133,40 +153,41 @@ def wilson(hits: int, n: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def side(root: Path, prefix: str, name: str) -> dict[str, Any]:
-    """Each figure's per-process medians of one side of a trial, as compare pooled them."""
+def side_ref(root: Path, prefix: str, name: str, slowdown: float = 0.0) -> RunRef:
+    """One side of a trial as compare reads it; with `slowdown`, every sample of new scaled by 1 - slowdown."""
     folders = sorted(root.glob(f"{prefix}-{name}-*"))
     records = [r for folder in folders for r in read_records(folder)]
-    pooled = headline_records(RunRef(name, name, records, processes=len(folders)), pool=True)["probe"]
-    return {(f.metric, tuple(sorted(f.labels.items()))): f for f in pooled.headline}
+    if slowdown:
+        records = [scaled(r, 1 - slowdown) for r in records]
+    return RunRef(name, f"{prefix}-{name}", records, processes=len(folders))
 
 
-def caught(base: dict[str, Any], new: dict[str, Any], slowdown: float, bars: dict[Any, float]) -> bool:
-    """Whether compare's test judges matmul worse once new's per-process medians are scaled by 1 - slowdown."""
-    cfg = CompareConfig()
-    changes = []
-    for key, figure in base.items():
-        samples = [s * (1 - slowdown) if key[0] == FLOPS else s for s in new[key].samples]
-        settings = TestSettings(cfg.alpha, cfg.confidence_level, bars[key], scope="between processes")
-        change = compare_samples(figure.value, statistics.median(samples), figure.samples, samples, "higher", settings)
-        changes.append((change, figure.better))
-    judged = adjust(changes, TestSettings(cfg.alpha, correction=cfg.correction))
-    return any(key[0] == FLOPS and c.verdict == "worse" for key, c in zip(base, judged, strict=True))
+def scaled(record: ResultRecord, factor: float) -> ResultRecord:
+    figures = [f.model_copy(update={"value": f.value * factor, "samples": [x * factor for x in f.samples]})
+               for f in record.headline]  # fmt: skip
+    return record.model_copy(update={"headline": figures})
 
 
-def power_curve(root: Path, trials: list[Trial], rounds: int) -> list[tuple[float, float]]:
+def judged(root: Path, prefix: str, summary: str, slowdown: float = 0.0) -> dict[str, str]:
+    """compare's verdict on each figure of a trial, with this per-process summary (and a slow-down applied)."""
+    cfg = CompareConfig(process_summary=summary)  # type: ignore[arg-type]
     calibration = read(next((root / "calibration").glob("noise-*.json")))
-    assert calibration is not None
-    cfg = CompareConfig()
-    noise = {(f.metric, tuple(sorted(f.labels.items()))): f.noise_pct for f in calibration.figures}
-    bars = {key: min_change_pct(cfg.min_change_pct, cfg.noise_factor, pct, rounds) for key, pct in noise.items()}
-    sides = [(side(root, t.prefix, "base"), side(root, t.prefix, "new")) for t in trials]
-    curve = []
-    for tenth in range(0, 151, 5):
-        slowdown = tenth / 1000
-        hits = sum(caught(b, n, slowdown, bars) for b, n in sides)
-        curve.append((slowdown, hits / len(sides)))
-    return curve
+    base, new = side_ref(root, prefix, "base"), side_ref(root, prefix, "new", slowdown)
+    comparison = compare_runs(base, new, settings_from(cfg), calibration=calibration, noise_factor=cfg.noise_factor)
+    return {row.metric: row.verdict for bench in comparison.benchmarks for row in bench.rows}
+
+
+def power_curves(root: Path, trials: list[Trial]) -> dict[str, dict[str, list[tuple[float, float]]]]:
+    """Per summary and figure: (slow-down, share of the A/A trials that catch it as worse)."""
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {s: {m: [] for m in METRICS} for s in SUMMARIES}
+    for summary in SUMMARIES:
+        for step in range(1, 31):
+            slowdown = step / 200  # 0.5 % to 15 %
+            verdicts = [judged(root, t.prefix, summary, slowdown) for t in trials]
+            for metric in METRICS:
+                share = sum(v.get(metric) == "worse" for v in verdicts) / len(verdicts)
+                curves[summary][metric].append((slowdown, share))
+    return curves
 
 
 def main() -> int:
@@ -191,8 +212,8 @@ def main() -> int:
         aa.append(compare_trial(root, repo, (a, a), args.rounds, f"aa{index:02d}"))
         slow.append(compare_trial(root, repo, (a, b), args.rounds, f"pl{index:02d}"))
         console.print(f"trial {index + 1}: A/A exit {aa[-1].code} {aa[-1].verdicts}; "
-                      f"planted exit {slow[-1].code} {slow[-1].change_pct}")  # fmt: skip
-    figures = summarise(aa, slow, power_curve(root, aa, args.rounds), args)
+                      f"planted exit {slow[-1].code} {slow[-1].changes}", soft_wrap=True)  # fmt: skip
+    figures = summarise(root, aa, slow, power_curves(root, aa), args)
     print_table(figures)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
@@ -201,52 +222,74 @@ def main() -> int:
     return 0
 
 
-def summarise(aa: list[Trial], slow: list[Trial], curve: list[tuple[float, float]], args: Any) -> dict[str, Any]:
-    flagged = sum(any(v in ("better", "worse") for v in t.verdicts.values()) or t.code != 0 for t in aa)
-    detected = sum(t.code == 1 and any(FLOPS in r for r in t.regressions) for t in slow)
-    at_80 = next((d for d, p in curve if p >= 0.8), None)
-    changes = [t.change_pct for t in slow if t.change_pct is not None]
+def shares(root: Path, aa: list[Trial], slow: list[Trial], summary: str) -> dict[str, Any]:
+    """A/A flagged and planted detected under one summary, judged again by compare from the same processes."""
+    aa_v = [judged(root, t.prefix, summary) for t in aa]
+    slow_v = [judged(root, t.prefix, summary) for t in slow]
+    flagged = sum(any(v in ("better", "worse") for v in verdicts.values()) for verdicts in aa_v)
+    out: dict[str, Any] = {"aa_flagged": flagged, "aa_flagged_ci": wilson(flagged, len(aa))}
+    for metric in METRICS:
+        hits = sum(v.get(metric) == "worse" for v in slow_v)
+        out[f"detected {metric}"] = (hits, wilson(hits, len(slow)))
+    caught = sum(any(v == "worse" for v in verdicts.values()) for verdicts in slow_v)
+    out["gate_failed"] = (caught, wilson(caught, len(slow)))
+    return out
+
+
+def summarise(root: Path, aa: list[Trial], slow: list[Trial], curves: Any, args: Any) -> dict[str, Any]:
+    changes = {m: [t.changes[m] for t in slow if t.changes.get(m) is not None] for m in METRICS}
     return {
         "cpu_model": cpu_model_name(),
         "rounds": args.rounds,
         "trials": args.trials,
         "planted_extra_work": args.extra,
-        "aa_flagged": flagged,
-        "aa_flagged_ci": wilson(flagged, len(aa)),
-        "planted_detected": detected,
-        "planted_detected_ci": wilson(detected, len(slow)),
-        "planted_change_pct_median": statistics.median(changes) if changes else None,
-        "smallest_slowdown_at_80pct_power": at_80,
-        "power_curve": curve,
+        "exit_codes": {"aa_nonzero": sum(t.code != 0 for t in aa), "planted_exit_1": sum(t.code == 1 for t in slow)},
+        "planted_change_pct_median": {m: statistics.median(v) if v else None for m, v in changes.items()},
+        "by_summary": {s: shares(root, aa, slow, s) for s in SUMMARIES},
+        "smallest_slowdown_at_80pct_power": {
+            s: {m: next((d for d, p in curves[s][m] if p >= 0.8), None) for m in METRICS} for s in SUMMARIES
+        },
+        "power_curves": curves,
         "seconds_per_comparison_median": statistics.median(t.seconds for t in aa + slow),
     }
 
 
+def pct(pair: Any) -> str:
+    hits, (low, high) = pair
+    return f"{hits}/{{n}} [{low:.0%}, {high:.0%}]"
+
+
 def print_table(f: dict[str, Any]) -> None:
+    n = f["trials"]
     table = Table(title=f"compare --rounds {f['rounds']}: the gate on real probe runs ({f['cpu_model']})")
-    for column in ("row", "figure", "detail"):
-        table.add_column(column)
-    low, high = f["aa_flagged_ci"]
+    for column in ("row", *SUMMARIES):
+        table.add_column(column if column == "row" else f"per-process {column}")
+    by = f["by_summary"]
     table.add_row(
-        "A/A false positives",
-        f"{f['aa_flagged']}/{f['trials']}",
-        f"{f['aa_flagged'] / f['trials']:.0%}, Wilson 95 % CI [{low:.0%}, {high:.0%}]; nominal 5 % (Holm)",
+        "A/A flagged (nominal 5 %, Holm), Wilson 95 % CI",
+        *(pct((by[s]["aa_flagged"], by[s]["aa_flagged_ci"])).format(n=n) for s in SUMMARIES),
     )
-    low, high = f["planted_detected_ci"]
     table.add_row(
-        f"planted {f['planted_extra_work']:.0%} more work detected",
-        f"{f['planted_detected']}/{f['trials']}",
-        f"{f['planted_detected'] / f['trials']:.0%}, CI [{low:.0%}, {high:.0%}]; "
-        f"median measured change {f['planted_change_pct_median']:+.1f}%",
+        f"planted {f['planted_extra_work']:.0%} more work: gate exits 1",
+        *(pct(by[s]["gate_failed"]).format(n=n) for s in SUMMARIES),
     )
-    at_80 = f["smallest_slowdown_at_80pct_power"]
-    table.add_row(
-        "smallest slow-down at 80 % power",
-        f"{at_80:.1%}" if at_80 is not None else "> 15 %",
-        "the A/A trials' own per-process medians, new scaled by 1 - d, judged as compare does",
-    )
-    table.add_row("time per comparison", f"{f['seconds_per_comparison_median']:.0f} s",
-                  f"median, {2 * f['rounds']} probe processes each")  # fmt: skip
+    for metric in METRICS:
+        short = metric.removeprefix("fleetbench_probe_achieved_")
+        change = f["planted_change_pct_median"][metric]
+        table.add_row(
+            f"  {short} judged worse (median change {change:+.1f}%)" if change is not None else short,
+            *(pct(by[s][f"detected {metric}"]).format(n=n) for s in SUMMARIES),
+        )
+        table.add_row(
+            f"  {short}: smallest slow-down at 80 % power",
+            *(
+                f"{d:.1%}" if (d := f["smallest_slowdown_at_80pct_power"][s][metric]) is not None else "> 15 %"
+                for s in SUMMARIES
+            ),
+        )
+    table.add_row("exit codes of compare (median)",
+                  f"A/A non-zero {f['exit_codes']['aa_nonzero']}/{n}; planted exit 1 {f['exit_codes']['planted_exit_1']}/{n}",
+                  f"{f['seconds_per_comparison_median']:.0f} s per comparison ({2 * f['rounds']} processes)")  # fmt: skip
     console.print(table)
 
 

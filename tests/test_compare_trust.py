@@ -337,3 +337,45 @@ def test_history_names_the_step_in_real_stored_runs(planted: dict[str, object], 
     assert "left out:" in result.stderr and "damaged" in result.stderr
     table = cli("history", "probe_achieved_flop_per_second", "--results-dir", str(results), "--png", str(png))
     assert "h3-B" in table.stdout and str(planted["B"])[:12] in table.stdout
+
+
+def test_verdicts_that_cannot_be_pushed_are_spooled_and_never_fail_the_comparison(root: Path) -> None:
+    result = cli("compare", "--results-dir", str(root), "a", "a", "--pushgateway", "http://127.0.0.1:9", ok=False)
+    assert result.returncode == 0 and "warning: the push of compare a to http://127.0.0.1:9 failed" in result.stderr
+    (entry,) = (root / ".spool").glob("*.json")
+    spooled = json.loads(entry.read_text())
+    assert (
+        spooled["grouping_key"]["benchmark"] == "compare" and "fleetbench_compare_change_ratio" in spooled["exposition"]
+    )
+    assert 'verdict="no significant change"' in spooled["exposition"]
+
+
+@pytest.mark.services
+def test_grafana_and_the_html_report_show_compares_own_verdicts(root: Path, stack: object, prometheus: object) -> None:
+    from fleetbench.compare import publish
+    from fleetbench.dashboards.compare import COMPARE
+    from fleetbench.services.prometheus_api import PrometheusClient
+    from fleetbench.services.stack import LocalStack
+    from test_report_compare import comparison_tables, parse
+
+    assert isinstance(stack, LocalStack) and isinstance(prometheus, PrometheusClient)
+    result = cli("compare", "--results-dir", str(root), "a", "b", "--format", "json", "--pushgateway",
+                 stack.pushgateway_url, ok=False)  # fmt: skip
+    said = {(r["metric"], r["labels"]): r["verdict"] for r in json.loads(result.stdout)["rows"]}
+    panels = {p.title: p for row in COMPARE.rows for p in row.panels}
+    expr = panels["Verdicts of fleetbench compare"].queries[0].expr.replace("$base", "a").replace("$new", "b")
+    shown = {(s.labels["metric"], s.labels["figure"]): s.labels["verdict"] for s in prometheus.wait_for(expr, 30)}
+    assert shown == said and len(said) == 2
+    cli("report", "b", "--results-dir", str(root), "--offline", "--compare", "a")
+    (table,) = comparison_tables(parse(root / "b" / "report" / "index.html"))
+    in_report = {(f"fleetbench_{row[0]}", row[1]): row[-1] for row in table[1:]}
+    assert in_report == said
+    rng = np.random.default_rng(3)
+    synthetic = series(
+        list(100 * (1 + 0.03 * rng.standard_normal(12))) + list(80 * (1 + 0.03 * rng.standard_normal(12)))
+    )
+    assert (
+        publish.push(publish.steps_found(FLOPS, [(synthetic, steps(synthetic))]), stack.pushgateway_url, root) is None
+    )
+    found = prometheus.wait_for(panels["Steps in the runs' history (fleetbench history)"].queries[0].expr, 30)
+    assert [(s.labels["at_run"], s.labels["commit"]) for s in found] == [("r12", "c12")]

@@ -28,6 +28,7 @@ from rich.table import Table
 from fleetbench.cli.options import add_results_dir
 from fleetbench.config.loader import load_config
 from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
 from fleetbench.fsutil import write_text_atomic
 
@@ -63,6 +64,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--allow-mismatch", action="store_true", help="compare runs of other devices or world sizes anyway (marked)"
     )
     compare.add_argument("--config", type=Path, metavar="FILE", help="config with a compare section")
+    compare.add_argument(
+        "--pushgateway",
+        metavar="URL",
+        help=f"push the verdicts for Grafana's compare dashboard (default: ${PUSHGATEWAY_ENV})",
+    )
     compare.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="e.g. compare.alpha=0.01"
     )
@@ -113,9 +119,15 @@ def require_scipy() -> None:
 
 
 def _config(args: argparse.Namespace) -> FleetbenchConfig:
+    import os
+
     flags = {
         "run.results_dir": (str(args.results_dir) if args.results_dir else None, "--results-dir"),
         "compare.fail_on_regression_pct": (args.fail_on_regression, "--fail-on-regression"),
+        "telemetry.pushgateway": (
+            args.pushgateway or os.environ.get(PUSHGATEWAY_ENV) or None,
+            "--pushgateway" if args.pushgateway else PUSHGATEWAY_ENV,
+        ),
     }
     config: FleetbenchConfig = load_config(args.config, args.overrides, flags)
     return config
@@ -217,6 +229,20 @@ def _emit(args: argparse.Namespace, comparisons: list[Comparison], failures: lis
     write_output(text, args.out)
 
 
+def publish_verdicts(comparisons: list[Comparison], config: FleetbenchConfig, console: Console) -> None:
+    """Push each comparison's verdicts to the Pushgateway (spooled when it is down; never a failure)."""
+    from fleetbench.compare import publish
+    from fleetbench.results.store import default_spool_dir
+
+    gateway = config.telemetry.pushgateway
+    assert gateway is not None
+    spool = config.telemetry.spool_dir or default_spool_dir(config.run.results_dir)
+    for comparison in comparisons:
+        problem = publish.push(publish.verdicts(comparison), gateway, spool)
+        if problem:
+            console.print(f"warning: {problem}", markup=False, highlight=False, soft_wrap=True)
+
+
 def handle_compare(args: argparse.Namespace, console: Console) -> int:
     """Compare BASE with each NEW (or run --rounds); print or write the tables; exit 1 on a regression."""
     from fleetbench.compare import formats
@@ -235,6 +261,8 @@ def handle_compare(args: argparse.Namespace, console: Console) -> int:
     cfg = config.compare
     failures = regressions(comparisons, cfg.fail_on_regression_pct, cfg.fail_thresholds_pct)
     _emit(args, comparisons, failures)
+    if config.telemetry.pushgateway:
+        publish_verdicts(comparisons, config, console)
     if failures:
         console.print(
             f"{len(failures)} regression(s): " + "; ".join(f.describe() for f in failures),

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetbench.cli.options import add_results_dir, results_dir
+from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     history.add_argument("--penalty", type=float, default=2.0, metavar="K", help="per step, x sigma x ln n (2)")
     history.add_argument("--png", type=Path, metavar="FILE", help="the plot (default results/history/METRIC.png)")
     history.add_argument("--format", default="table", help="table or json (default: table)")
+    history.add_argument(
+        "--pushgateway", metavar="URL", help=f"push the steps for Grafana (default: ${PUSHGATEWAY_ENV})"
+    )
     add_results_dir(history)
     history.set_defaults(handler=handle_history)
 
@@ -67,14 +71,26 @@ def metric_name(name: str) -> str:
     return full
 
 
-def _check(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+def gateway(args: argparse.Namespace) -> str | None:
+    """--pushgateway, else $FLEETBENCH_PUSHGATEWAY (empty: none), checked as a URL where it entered."""
+    import os
+
+    from fleetbench.urls import url_from
+
+    value = args.pushgateway or os.environ.get(PUSHGATEWAY_ENV) or None
+    if value is None:
+        return None
+    return url_from(value, "--pushgateway" if args.pushgateway else PUSHGATEWAY_ENV, "http://127.0.0.1:9091")
+
+
+def _check(args: argparse.Namespace) -> tuple[str, dict[str, str], str | None]:
     if args.format not in FORMATS:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
     if not (args.penalty > 0 and args.penalty < 1e6):
         raise UserError(f"--penalty {args.penalty} is not accepted; accepted: a number above 0")
     if args.png is not None and args.png.is_dir():
         raise UserError(f"--png {args.png} is a folder; pass a file path")
-    return metric_name(args.metric), parse_labels(args.label)
+    return metric_name(args.metric), parse_labels(args.label), gateway(args)
 
 
 def step_table(series: Series, found: list[Step]) -> Table:
@@ -129,7 +145,7 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.compare import history
     from fleetbench.report.history_plot import history_png
 
-    metric, labels = _check(args)
+    metric, labels, url = _check(args)
     require_scipy()
     root = results_dir(args)
     found = history.collect(root, metric, args.benchmark, labels)
@@ -148,4 +164,11 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
         for series, steps in panels:
             out.print(step_table(series, steps))
     console.print(f"plot: {png}", markup=False)
+    if url:
+        from fleetbench.compare import publish
+        from fleetbench.results.store import default_spool_dir
+
+        problem = publish.push(publish.steps_found(metric, panels), url, default_spool_dir(root))
+        if problem:
+            console.print(f"warning: {problem}", markup=False, highlight=False, soft_wrap=True)
     return 0

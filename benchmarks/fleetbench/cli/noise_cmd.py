@@ -76,7 +76,9 @@ def noise_table(calibration: Calibration, rounds: int, floor: float, factor: flo
     from fleetbench.compare.noise import min_change_pct
 
     table = Table(title=f"run-to-run noise of this machine ({calibration.processes} processes)")
-    for column in ("benchmark", "metric", "labels", "noise", "min change, one pair", f"min change, --rounds {rounds}"):
+    columns = ("benchmark", "metric", "labels", "noise", "noise, best sample", "min change, one pair",
+               f"min change, --rounds {rounds}")  # fmt: skip
+    for column in columns:
         table.add_column(column, justify="right" if "noise" in column or "min" in column else "left")
     for figure in calibration.figures:
         table.add_row(
@@ -84,6 +86,7 @@ def noise_table(calibration: Calibration, rounds: int, floor: float, factor: flo
             short_metric(figure.metric),
             labels_text(figure.labels),
             f"{figure.noise_pct:.2f}%",
+            f"{figure.best_noise_pct:.2f}%" if figure.best_noise_pct is not None else "-",
             f"{min_change_pct(floor, factor, figure.noise_pct, 1):.1f}%",
             f"{min_change_pct(floor, factor, figure.noise_pct, rounds):.1f}%",
         )

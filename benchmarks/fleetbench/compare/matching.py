@@ -28,10 +28,12 @@ from fleetbench.compare.baselines import list_baselines, read_baseline
 from fleetbench.compare.statistics import (
     Change,
     Scope,
+    Summary,
     TestSettings,
     adjust,
     compare_samples,
     geometric_mean_speed,
+    summarise,
 )
 from fleetbench.compare.validity import check_records, figure_name
 from fleetbench.errors import UserError
@@ -111,28 +113,22 @@ def latest_ok(records: list[ResultRecord]) -> dict[str, ResultRecord]:
     return chosen
 
 
-def _median(values: list[float]) -> float:
-    import numpy as np
-
-    scale = max(abs(v) for v in values) or 1.0
-    return float(np.median(np.asarray(values) / scale)) * scale  # scaled: no overflow near the float limit
-
-
-def pooled(records: list[ResultRecord]) -> ResultRecord:
-    """One record of a benchmark's processes: each figure's samples are the per-process medians."""
+def pooled(records: list[ResultRecord], how: Summary = "median") -> ResultRecord:
+    """One record of a benchmark's processes: each figure's samples are the per-process summaries (the
+    median of each process's samples, or its best with `how="best"`), its value their median."""
     summaries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[HeadlineFigure, list[float]]] = {}
     for record in records:
         for figure in record.headline:
             entry = summaries.setdefault(figure.key(), (figure, []))
-            entry[1].append(_median(figure.samples or [figure.value]))
+            entry[1].append(summarise(figure.samples or [figure.value], figure.better, how))
     headline = [
-        HeadlineFigure(metric=f.metric, labels=f.labels, value=_median(values), samples=values)
+        HeadlineFigure(metric=f.metric, labels=f.labels, value=summarise(values, None, "median"), samples=values)
         for f, values in summaries.values()
     ]
     return records[0].model_copy(update={"headline": headline})
 
 
-def headline_records(run: RunRef, pool: bool = False) -> dict[str, ResultRecord]:
+def headline_records(run: RunRef, pool: bool = False, how: Summary = "median") -> dict[str, ResultRecord]:
     """Per benchmark, the record compared: the latest successful rank-0 one, or with `pool` the processes'."""
     if not pool:
         return latest_ok(run.records)
@@ -140,7 +136,7 @@ def headline_records(run: RunRef, pool: bool = False) -> dict[str, ResultRecord]
     for process in by_process(run.records):
         for benchmark, record in latest_ok(process).items():
             per_benchmark.setdefault(benchmark, []).append(record)
-    return {benchmark: pooled(records) for benchmark, records in per_benchmark.items()}
+    return {benchmark: pooled(records, how) for benchmark, records in per_benchmark.items()}
 
 
 def failures(run: RunRef) -> dict[str, str]:
@@ -277,7 +273,9 @@ def figure_settings(plan: Plan, benchmark: str, figure: HeadlineFigure) -> TestS
     """The settings of one figure: its minimum change follows from its noise on this machine."""
     entry = plan.noise.get((benchmark, figure.metric, tuple(sorted(figure.labels.items()))))
     floor = plan.settings.min_change_pct
-    bar = noise_mod.min_change_pct(floor, plan.noise_factor, entry.noise_pct if entry else None, plan.processes)
+    best = plan.settings.scope == "between processes" and plan.settings.process_summary == "best"
+    noise = (entry.best_noise_pct if best and entry.best_noise_pct is not None else entry.noise_pct) if entry else None
+    bar = noise_mod.min_change_pct(floor, plan.noise_factor, noise, plan.processes)
     return dataclasses.replace(plan.settings, min_change_pct=bar)
 
 
@@ -359,10 +357,11 @@ def _noise_note(plan: Plan, calibration: noise_mod.Calibration | None) -> str:
             f"no noise calibration for this machine: minimum change {plan.settings.min_change_pct:g}% "
             "(fleetbench noise measures the run-to-run noise and raises it where needed)"
         )
+    summary = f", per-process {plan.settings.process_summary}" if plan.settings.scope == "between processes" else ""
     return (
         f"minimum change per figure: max({plan.settings.min_change_pct:g}%, {plan.noise_factor:g} x noise x "
         f"sqrt(2/{plan.processes})), noise from the calibration of {calibration.set_at[:19]} "
-        f"({calibration.processes} processes)"
+        f"({calibration.processes} processes){summary}"
     )
 
 
@@ -378,7 +377,8 @@ def compare_runs(
     in common (and no failure of base's benchmarks in new)."""
     pool = base.processes > 1 and new.processes > 1
     scope: Scope = "between processes" if pool else "within run"
-    old, now = headline_records(base, pool), headline_records(new, pool)
+    how = settings.process_summary
+    old, now = headline_records(base, pool, how), headline_records(new, pool, how)
     introduced = _introduced(base, new, old, now)
     common = [b for b in old if b in now]
     if not common and not any(f.benchmark in failures(new) or new.crashed for f in introduced):

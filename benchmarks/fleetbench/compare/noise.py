@@ -7,7 +7,8 @@ a neighbour slowed down, as a standard deviation would not). It is filed per mac
 (`results/calibration/noise-<machine key>.json`, the key from the machine fingerprint) and kept in a
 baseline set on that machine, so a committed baseline carries the noise of the machine that made it.
 
-The gate's minimum change of a figure follows from it (the documented rule):
+With `compare.process_summary=best` the noise of each process's best sample is used (kept beside
+it). The gate's minimum change of a figure follows from it (the documented rule):
 
     min change = max(compare.min_change_pct, compare.noise_factor x noise x sqrt(2 / n))
 
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench import jsonio
+from fleetbench.compare.statistics import Summary, summarise
 from fleetbench.errors import UserError
 from fleetbench.fsutil import write_text_atomic
 from fleetbench.results.fingerprint import machine_key
@@ -49,6 +51,7 @@ class NoiseFigure:
     noise_pct: float
     processes: int
     median: float
+    best_noise_pct: float | None = None  # the same of each process's best sample (compare.process_summary=best)
 
     def key(self) -> FigureKey:
         """What a figure of a comparison is looked up by."""
@@ -94,10 +97,8 @@ def robust_cv_pct(values: Sequence[float]) -> float:
     return MAD_TO_SIGMA * float(np.median(np.abs(data - centre))) / abs(centre) * 100.0
 
 
-def process_medians(processes: Iterable[Sequence[ResultRecord]]) -> dict[FigureKey, list[float]]:
-    """Each figure's per-process summaries: the median of each process's samples (its value without)."""
-    import numpy as np
-
+def process_summaries(processes: Iterable[Sequence[ResultRecord]], how: Summary) -> dict[FigureKey, list[float]]:
+    """Each figure's per-process summaries: the median (or best) of each process's samples."""
     out: dict[FigureKey, list[float]] = {}
     for records in processes:
         for record in records:
@@ -105,23 +106,20 @@ def process_medians(processes: Iterable[Sequence[ResultRecord]]) -> dict[FigureK
                 continue
             for figure in record.headline:
                 key = (record.benchmark, figure.metric, tuple(sorted(figure.labels.items())))
-                samples = figure.samples or [figure.value]
-                scale = max(abs(s) for s in samples) or 1.0
-                out.setdefault(key, []).append(float(np.median(np.asarray(samples) / scale)) * scale)
+                out.setdefault(key, []).append(summarise(figure.samples or [figure.value], figure.better, how))
     return out
 
 
 def estimate(processes: Sequence[Sequence[ResultRecord]], machine: dict[str, str], command: list[str]) -> Calibration:
     """The calibration of figures measured in `processes` (each a process's records) of one machine."""
-    import numpy as np
-
+    best = process_summaries(processes, "best")
     figures = []
-    for (benchmark, metric, labels), medians in process_medians(processes).items():
+    for (benchmark, metric, labels), medians in process_summaries(processes, "median").items():
         if len(medians) < 3:
             continue  # a spread of two is no estimate
-        scale = max(abs(m) for m in medians) or 1.0
-        median = float(np.median(np.asarray(medians) / scale)) * scale
-        figures.append(NoiseFigure(benchmark, metric, dict(labels), robust_cv_pct(medians), len(medians), median))
+        median = summarise(medians, None, "median")
+        figures.append(NoiseFigure(benchmark, metric, dict(labels), robust_cv_pct(medians), len(medians), median,
+                                   robust_cv_pct(best[(benchmark, metric, labels)])))  # fmt: skip
     return Calibration(machine, utc_now().isoformat(), command, len(processes), figures)
 
 

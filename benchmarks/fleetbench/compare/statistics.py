@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 Verdict = Literal["better", "worse", "no significant change", "no direction"]
 Scope = Literal["within run", "between processes"]
 Correction = Literal["holm", "fdr_bh", "none"]
+Summary = Literal["median", "best"]
 SAMPLE_METHOD = "mann-whitney + bootstrap"
 SINGLE = "single value"
 
@@ -65,13 +66,14 @@ class TestSettings:
     seed: int = 0
     correction: Correction = "holm"
     scope: Scope = "within run"
+    process_summary: Summary = "median"
 
 
 def settings_from(cfg: CompareConfig) -> TestSettings:
     """The test settings of a `compare` config section (compare and report --compare read the same section)."""
     return TestSettings(
         cfg.alpha, cfg.confidence_level, cfg.min_change_pct, cfg.single_value_threshold_pct,
-        cfg.bootstrap_resamples, cfg.seed, cfg.correction,
+        cfg.bootstrap_resamples, cfg.seed, cfg.correction, process_summary=cfg.process_summary,
     )  # fmt: skip
 
 
@@ -221,6 +223,21 @@ def _compare(
     change = Change(base_value, new_value, ratio, low, high, p_value, method, False, "no significant change",
                     settings.min_change_pct)  # fmt: skip
     return judge(change, p_value, better, settings)
+
+
+def summarise(samples: Sequence[float], better: Better | None, how: Summary) -> float:
+    """One process's figure from its samples: their median, or with `best` the best of them (the highest
+    where higher is better, the lowest where lower is; the median for figures without a direction).
+
+    The best sample is what a shared machine leaves least disturbed (other work only ever slows a
+    process down, as timeit's documentation argues); the median is what asv and pyperf summarise by.
+    Scaled first, so values near the float limit never overflow.
+    """
+    data = np.asarray(samples, dtype=float)
+    scale = float(np.max(np.abs(data))) or 1.0
+    if how == "best" and better is not None:
+        return float(np.max(data) if better == "higher" else np.min(data))
+    return float(np.median(data / scale)) * scale
 
 
 def adjusted_p_values(p_values: Sequence[float], correction: Correction, alpha: float) -> list[float]:

@@ -36,6 +36,11 @@ class CompareConfig(StrictModel):
         le=100,
         description="k in the minimum change max(min_change_pct, k x noise x sqrt(2/n)) (fleetbench noise)",
     )
+    process_summary: Literal["median", "best"] = Field(
+        default="median",
+        description="each process's figure in compare --rounds and fleetbench noise: the median of its samples, "
+        "or its best sample (robust to other work on a shared machine)",
+    )
     rounds: int = Field(default=10, ge=2, le=1000, description="processes per side of compare --rounds (--rounds N)")
     bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="of the bootstrap: the same runs, the same interval")

@@ -89,13 +89,15 @@ class Panel:
     gpu_only: bool = False
     # Data only where a Slurm cluster is (the Slurm exporter): empty without one by nature.
     slurm_only: bool = False
+    # Data only once `fleetbench compare` or `history` pushed their findings (--pushgateway).
+    pushed_by_compare: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
 
     @property
     def may_be_empty(self) -> bool:
-        """Whether the panel has no data by nature where there is no GPU or no Slurm cluster."""
-        return self.gpu_only or self.slurm_only
+        """Whether the panel has no data by nature: no GPU, no Slurm cluster, no comparison pushed yet."""
+        return self.gpu_only or self.slurm_only or self.pushed_by_compare
 
 
 @dataclass(frozen=True)
