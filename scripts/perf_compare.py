@@ -22,9 +22,9 @@ root and a temporary git repository holding a copy of this checkout's `benchmark
   4. 80 % power per figure, the smallest slow-down the test catches in 80 % of comparisons: the A/A
                 trials' own processes with new's samples scaled by (1 - d), judged by compare itself.
 
-Steps 2-4 are reported for both per-process summaries (compare.process_summary): the median of a
-process's samples (the default; what compare's exit codes in step 2 and 3 used) and its best sample.
-The other summary's figures come from the same processes judged again by compare's own functions.
+Steps 2-4 are reported for both per-process summaries (compare.process_summary): each process's best
+sample (the default) and the median of its samples. compare's exit codes in steps 2 and 3 are those of
+the default; the other summary's figures come from the same processes judged again by compare itself.
 
 The probe: matmul 256 (float32) and a 4 MiB copy, one thread, 0.1 s of timing per figure: its two
 figures are the comparison's family. Prints a table (with the CPU model) and writes --json.
@@ -63,7 +63,7 @@ FLOPS = "fleetbench_probe_achieved_flop_per_second"
 ANCHOR = "    flops = count_flops(op)\n    timed = time_op(op, device, min_run_time_s, threads)\n"
 COPY_ANCHOR = "    timed = time_op(op, device, min_run_time_s, threads)\n    moved = 2 * numel * element_size"
 METRICS = (FLOPS, "fleetbench_probe_achieved_bytes_per_second")
-SUMMARIES = ("median", "best")
+SUMMARIES = ("best", "median")
 console = Console(width=150)
 
 
@@ -287,7 +287,7 @@ def print_table(f: dict[str, Any]) -> None:
                 for s in SUMMARIES
             ),
         )
-    table.add_row("exit codes of compare (median)",
+    table.add_row(f"exit codes of compare ({CompareConfig().process_summary})",
                   f"A/A non-zero {f['exit_codes']['aa_nonzero']}/{n}; planted exit 1 {f['exit_codes']['planted_exit_1']}/{n}",
                   f"{f['seconds_per_comparison_median']:.0f} s per comparison ({2 * f['rounds']} processes)")  # fmt: skip
     console.print(table)

@@ -97,7 +97,7 @@ def add_rounds_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         const=0,
         metavar="N",
-        help="run base and new in N processes each, interleaved, and test per-process medians "
+        help="run base and new in N processes each, interleaved, and test per-process summaries "
         "(N default: compare.rounds, 10); the benchmark command follows --",
     )
     group.add_argument("--base-set", action="append", default=[], metavar="KEY=VALUE", help="base's config overrides")

@@ -4,7 +4,7 @@ fleetbench noise -- probe --set probe.threads=1             2 x 10 processes of 
 fleetbench noise --rounds 6 --baseline main -- probe        ... and keep them as baseline `main`
 Runs the command in 2 x N processes, interleaved as an A/A comparison (compare --rounds with the same
 configuration on both sides), and files each headline figure's noise (robust CV of the per-process
-medians) under results/calibration/ for this machine. compare then sets each figure's minimum change
+medians, and of the per-process best samples) under results/calibration/ for this machine. compare then sets each figure's minimum change
 to max(compare.min_change_pct, compare.noise_factor x noise x sqrt(2/n)). Prints the noise, the
 minimum change it implies for a single pair and for --rounds N, and the A/A comparison itself.
 Exit status: 0 calibrated; 2 bad input or a process that failed (nothing is filed then).

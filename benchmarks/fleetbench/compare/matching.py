@@ -3,7 +3,8 @@
 A run is named by its id (under the results root), its folder, or a baseline. Of each run the
 latest successful record per benchmark is compared (rank 0's: the job's headline). A side made of
 several processes (`compare --rounds N`, a baseline of `fleetbench noise`) is one record per
-benchmark whose figures' samples are the per-process medians: when both sides have several
+benchmark whose figures' samples are the per-process summaries (each process's best sample, or
+its median: compare.process_summary): when both sides have several
 processes the test runs between processes; otherwise within the run (its steps), and each row says
 which. Two records are like with like when their context matches: device, backend, world size and
 preset. Where it does not, the benchmark is shown as a mismatch with the differing keys, and compared
@@ -113,7 +114,7 @@ def latest_ok(records: list[ResultRecord]) -> dict[str, ResultRecord]:
     return chosen
 
 
-def pooled(records: list[ResultRecord], how: Summary = "median") -> ResultRecord:
+def pooled(records: list[ResultRecord], how: Summary = "best") -> ResultRecord:
     """One record of a benchmark's processes: each figure's samples are the per-process summaries (the
     median of each process's samples, or its best with `how="best"`), its value their median."""
     summaries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[HeadlineFigure, list[float]]] = {}
@@ -128,7 +129,7 @@ def pooled(records: list[ResultRecord], how: Summary = "median") -> ResultRecord
     return records[0].model_copy(update={"headline": headline})
 
 
-def headline_records(run: RunRef, pool: bool = False, how: Summary = "median") -> dict[str, ResultRecord]:
+def headline_records(run: RunRef, pool: bool = False, how: Summary = "best") -> dict[str, ResultRecord]:
     """Per benchmark, the record compared: the latest successful rank-0 one, or with `pool` the processes'."""
     if not pool:
         return latest_ok(run.records)

@@ -5,9 +5,9 @@ normality; scipy.stats.mannwhitneyu) and its change is the ratio of medians, new
 percentile bootstrap confidence interval (scipy.stats.bootstrap). What the samples are decides what
 the test can see, and every row says which it used (`scope`):
 
-- **between processes** (`compare --rounds N`): one sample per process, the median of that process's
-  own samples. Independent, and the run-to-run variance is inside the test, as with pyperf's worker
-  processes and asv's interleaved rounds.
+- **between processes** (`compare --rounds N`): one sample per process, that process's best sample
+  (or, with compare.process_summary=median, the median of its samples). Independent, and the
+  run-to-run variance is inside the test, as with pyperf's worker processes and asv's interleaved rounds.
 - **within run** (a single pair of runs): the steps (timed blocks, tries) of one process each. Not
   independent, and blind to the run-to-run drift that dominates on shared machines, so its minimum
   change has to carry that drift (see `min_change_pct` in `compare/noise.py`).
@@ -66,7 +66,7 @@ class TestSettings:
     seed: int = 0
     correction: Correction = "holm"
     scope: Scope = "within run"
-    process_summary: Summary = "median"
+    process_summary: Summary = "best"
 
 
 def settings_from(cfg: CompareConfig) -> TestSettings:
