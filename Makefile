@@ -13,7 +13,7 @@ RESULTS ?= results
 PYTEST_ARGS ?=
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test test-data lint fmt pytest perf compare baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -137,6 +137,20 @@ COMPARE_ARGS ?=
 compare: setup ## compare runs: make compare BASE=<run|baseline> NEW=<run> [COMPARE_ARGS="--fail-on-regression 5"]
 	@if [ -z "$(BASE)" ] || [ -z "$(NEW)" ]; then echo "make compare: set BASE=<run id, run folder or baseline> and NEW=<run id or folder>" >&2; exit 2; fi
 	@$(FB) compare $(BASE) $(NEW) --results-dir $(RESULTS) $(COMPARE_ARGS)
+
+ROUNDS ?= 10
+BENCH ?= probe --set probe.threads=1
+BASE_REV ?=
+NEW_REV ?=
+compare-rounds: setup ## base and new in ROUNDS processes each, interleaved: BASE_REV=main NEW_REV=HEAD (git worktree) or COMPARE_ARGS="--new-set k=v"; BENCH="probe ..."
+	@$(FB) compare --rounds $(ROUNDS) --results-dir $(RESULTS) $(if $(BASE_REV),--base-rev $(BASE_REV)) $(if $(NEW_REV),--new-rev $(NEW_REV)) $(COMPARE_ARGS) -- $(BENCH)
+
+noise: setup ## this machine's run-to-run noise for compare's minimum change: 2 x ROUNDS processes of BENCH [NAME=baseline]
+	@$(FB) noise --rounds $(ROUNDS) --results-dir $(RESULTS) $(if $(NAME),--baseline $(NAME)) -- $(BENCH)
+
+METRIC ?= probe_achieved_flop_per_second
+history: setup ## METRIC over the stored runs and baselines, steps named by run and commit, a PNG
+	@$(FB) history $(METRIC) --results-dir $(RESULTS)
 
 NAME ?=
 RUN ?=

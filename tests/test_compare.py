@@ -103,7 +103,7 @@ def test_fewer_threads_are_flagged_worse_and_the_gate_names_the_metric(probe_run
     report = json.loads(out)
     row = next(r for r in report["rows"] if r["metric"] == FLOPS)
     assert row["verdict"] == "worse" and row["change_pct"] < -5 and row["ci_high_pct"] < 0
-    assert row["method"] == "mann-whitney + bootstrap" and row["base_samples"] >= 3
+    assert row["method"] == "within run: mann-whitney + bootstrap" and row["base_samples"] >= 3
     assert report["comparisons"][0]["benchmarks"][0]["config_diff"] == []
     assert code == 1 and FLOPS in err and len(err.strip().splitlines()) == 1
 
@@ -116,15 +116,16 @@ def test_a_run_against_itself_is_no_change_and_passes_the_gate(probe_runs: Path)
 def test_markdown_and_csv_outputs_parse(probe_runs: Path, tmp_path: Path) -> None:
     out_file = tmp_path / "cmp.md"
     code, out, _ = compare(probe_runs, "alone", "contended", "--format", "md", "--out", str(out_file))
-    assert code == 0 and out == ""
+    assert code == 1 and out == ""  # written, and the gate still fails on the worse figure
     lines = out_file.read_text().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| metric"))
-    assert lines[header + 1].count("---") == 8
-    assert all(line.count("|") == 9 for line in lines[header:] if line.startswith("|"))
+    assert lines[header + 1].count("---") == 9
+    assert all(line.count("|") == 10 for line in lines[header:] if line.startswith("|"))
     assert any("probe_achieved_flop_per_second" in line and "worse" in line for line in lines)
+    assert lines[0].startswith("test: within run;")  # which test it used, above the tables
     code, out, _ = compare(probe_runs, "alone", "contended", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
-    assert code == 0 and {r["metric"] for r in rows} == {FLOPS}
+    assert code == 1 and {r["metric"] for r in rows} == {FLOPS}
 
 
 def test_a_baseline_is_a_plain_file_of_records_and_compares_like_its_run(probe_runs: Path) -> None:
@@ -135,7 +136,7 @@ def test_a_baseline_is_a_plain_file_of_records_and_compares_like_its_run(probe_r
     listed = run_cli("baseline", "--results-dir", str(probe_runs), "list")
     assert "main" in listed.stdout and "alone" in listed.stdout
     code, out, _ = compare(probe_runs, "--baseline", "main", "contended", "--format", "json")
-    assert code == 0 and json.loads(out)["comparisons"][0]["base"] == "alone"
+    assert code == 1 and json.loads(out)["comparisons"][0]["base"] == "alone"
     assert run_cli("baseline", "--results-dir", str(probe_runs), "rm", "main").returncode == 0
     assert not (probe_runs / "baselines" / "main.json").exists()
 
@@ -224,6 +225,23 @@ def test_a_record_from_before_headlines_is_named_not_silently_empty(probe_runs: 
     assert code == 0 and bench["notes"] == [
         "base has no headline figures (a record written before records carried one)"
     ]
+
+
+def test_figures_of_metrics_another_version_wrote_are_left_out_with_a_note(probe_runs: Path, tmp_path: Path) -> None:
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    records = [json.loads(line) for line in (probe_runs / "alone" / "records.jsonl").read_text().splitlines()]
+    for record in records:
+        record["metrics"].append({"name": "fleetbench_from_the_future", "labels": {}, "value": 1.0})
+        record["headline"].append({"metric": "fleetbench_from_the_future", "labels": {}, "value": 1.0, "samples": []})
+    (newer / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    code, out, err = compare(probe_runs, "alone", str(newer), "--format", "json")
+    assert code == 0 and "Traceback" not in err, err
+    data = json.loads(out)
+    assert data["comparisons"][0]["benchmarks"][0]["notes"][-1] == (
+        "left out figures of metrics this fleetbench does not know (another version wrote them): fleetbench_from_the_future"
+    )
+    assert data["rows"] and all(row["metric"] != "fleetbench_from_the_future" for row in data["rows"])
 
 
 def test_a_per_metric_threshold_overrides_the_gate(probe_runs: Path) -> None:

@@ -276,3 +276,26 @@ def test_the_cell_escapes_text_and_falls_back_to_summary_keys() -> None:
 def test_a_report_without_compare_rejects_compare_options(root: Path) -> None:
     code, _, err = report(root, "p1", "--allow-mismatch")
     assert code == 2 and "--compare BASE" in err and not (root / "p1" / "report").exists()
+
+
+def test_mfu_divides_by_one_peak_per_machine_and_another_peak_is_not_judged(root: Path, tmp_path: Path) -> None:
+    first, second = (read_records(root / run_id)[0] for run_id in ("t1", "t2"))
+    assert first.summary["peak_source"].startswith("measured") and second.summary["peak_source"].startswith(
+        "calibrated"
+    )
+    assert first.summary["peak_flop_per_second"] == second.summary["peak_flop_per_second"]  # one peak, stored once
+    assert list((root / "calibration").glob("cpu-peak-*.json"))
+    other = tmp_path / "t2-other-peak"
+    other.mkdir()
+    moved = [
+        r.model_copy(update={"summary": {**r.summary, "peak_flop_per_second": r.summary["peak_flop_per_second"] * 1.1}})
+        for r in read_records(root / "t2")
+    ]
+    (other / RECORDS_FILE).write_text("".join(r.model_dump_json() + "\n" for r in moved))
+    result = run_cli("compare", "--results-dir", str(root), "t1", str(other), "--format", "json")
+    report = json.loads(result.stdout)
+    rows = {r["metric"]: r for r in report["rows"]}
+    assert rows["fleetbench_train_mfu_ratio"]["verdict"] == "not judged"
+    assert "MFU peaks differ" in rows["fleetbench_train_mfu_ratio"]["excluded"]
+    assert rows["fleetbench_train_device_tokens_per_second"]["verdict"] != "not judged"
+    assert any("tokens/s is" in n for n in report["comparisons"][0]["benchmarks"][0]["notes"])

@@ -307,6 +307,17 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Wall-clock time of the latest distributed checkpoint save"),
         _spec("fleetbench_train_checkpoints_total", "counter", "count",
               "Distributed checkpoints written by this process"),
+        # --- fleetbench compare and history (pushed with --pushgateway; benchmark="compare"/"history") ---
+        # `base` and `new` are the run ids compared (for --rounds, each side's last process), `compared`
+        # the benchmark whose figure it is, `metric` the headline metric, `figure` its labels as k=v.
+        _spec("fleetbench_compare_change_ratio", "gauge", "ratio",
+              "Relative change (new - base) / base of a headline figure, labelled with the verdict fleetbench "
+              "compare gave it (better, worse, no significant change, no direction, not judged)",
+              "base", "new", "compared", "metric", "figure", "verdict"),
+        _spec("fleetbench_history_step_ratio", "gauge", "ratio",
+              "Relative change (after - before) / before of a step fleetbench history found in a headline "
+              "metric's series, at the first run after the step",
+              "compared", "metric", "figure", "at_run", "commit"),
     )
 }
 

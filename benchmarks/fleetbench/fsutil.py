@@ -8,6 +8,7 @@ folder it is asked for, `readable_file` never blocks on a FIFO.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -128,3 +129,24 @@ def _why_not_readable(path: Path, exc: OSError) -> str:
     if exc.errno == errno.ENOTDIR and blocker is not None:
         return f"{blocker} is a file, not a folder"
     return exc.strerror or str(exc)
+
+
+def write_text_atomic(path: Path, text: str, what: str) -> Path:
+    """Write `text` to `path` through a temporary file and a rename: a reader sees the old file or the new,
+    never half of one; a failure is a UserError naming `what` and the path."""
+    import tempfile
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        raise UserError(f"{what}: cannot write {path} ({exc.strerror or exc})") from None
+    return path

@@ -52,6 +52,8 @@ COMMANDS: dict[str, str] = {
     "results": "results_cmd",
     "compare": "compare_cmd",
     "baseline": "compare_cmd",
+    "noise": "noise_cmd",
+    "history": "history_cmd",
     "stack": "stack_cmd",
     "dashboards": "dashboards_cmd",
     "images": "images_cmd",

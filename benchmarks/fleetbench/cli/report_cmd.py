@@ -79,7 +79,8 @@ def _compare_to(args: argparse.Namespace, run_dir: Path) -> CompareTo | None:
     from fleetbench.report.comparison import prepare
 
     config = load_config(args.config, args.overrides)
-    return prepare(args.compare, run_dir, args.results_dir, settings_from(config.compare), args.allow_mismatch)
+    cfg = config.compare
+    return prepare(args.compare, run_dir, args.results_dir, settings_from(cfg), args.allow_mismatch, cfg.noise_factor)
 
 
 def prometheus_url(args: argparse.Namespace) -> str | None:

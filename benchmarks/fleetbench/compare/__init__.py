@@ -6,5 +6,5 @@ matching    which runs, which records, which figures are like with like; config 
 baselines   named baselines: the records of a run kept as a plain JSON file under the results root
 gate        which worse figures fail the comparison (--fail-on-regression, per-metric thresholds)
 formats     the comparison as markdown, CSV and JSON
-display     the rich tables
+The rich tables a terminal shows are the CLI's: fleetbench/cli/views/compare.py.
 """

@@ -3,14 +3,16 @@
 `results/baselines/NAME.json` holds the name, the run id, where the run was and when it was set,
 and the run's result records (the figures and their samples; no traces, plots or checkpoints), so a
 baseline survives the run folder's deletion, reads in any editor and can be committed beside the code.
+A baseline of several processes (`fleetbench noise --baseline NAME`) keeps each process's records
+and says how many (`processes`); a baseline set on a machine with a noise calibration keeps that
+calibration (`noise`), so the gate's minimum change travels with it. One damaged file is named in
+one line where it is read, and never stops the others from being listed or used.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from fleetbench import jsonio
+from fleetbench.compare.noise import Calibration, parse
 from fleetbench.errors import UserError
+from fleetbench.fsutil import write_text_atomic
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import utc_now
 
@@ -36,6 +40,8 @@ class Baseline:
     source: str
     set_at: str
     records: list[ResultRecord]
+    processes: int = 1
+    noise: Calibration | None = None
 
 
 def baselines_dir(results_root: Path) -> Path:
@@ -55,26 +61,19 @@ def baseline_path(results_root: Path, name: str) -> Path:
     return baselines_dir(results_root) / f"{check_name(name)}.json"
 
 
-def set_baseline(results_root: Path, name: str, run_id: str, source: Path, records: list[ResultRecord]) -> Path:
-    """Write (or replace) baseline `name` atomically: a crash leaves the old file or the new, never half."""
-    path = baseline_path(results_root, name)
+def set_baseline(results_root: Path, baseline: Baseline) -> Path:
+    """Write (or replace) a baseline atomically: a crash leaves the old file or the new, never half."""
+    path = baseline_path(results_root, baseline.name)
     payload: dict[str, Any] = {
-        "name": name,
-        "run_id": run_id,
-        "source": str(source),
-        "set_at": utc_now().isoformat(),
-        "records": [record.model_dump(mode="json") for record in records],
+        "name": baseline.name,
+        "run_id": baseline.run_id,
+        "source": baseline.source,
+        "set_at": baseline.set_at or utc_now().isoformat(),
+        "processes": baseline.processes,
+        "noise": baseline.noise.to_json() if baseline.noise else None,
+        "records": [record.model_dump(mode="json") for record in baseline.records],
     }
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}-", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            jsonio.dump(payload, handle, indent=1)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"baseline {name}: cannot write {path} ({exc.strerror or exc})") from None
-    return path
+    return write_text_atomic(path, jsonio.dumps(payload, indent=1) + "\n", f"baseline {baseline.name}")
 
 
 def read_baseline(results_root: Path, name: str) -> Baseline:
@@ -86,8 +85,12 @@ def read_baseline(results_root: Path, name: str) -> Baseline:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         records = [ResultRecord.model_validate(r) for r in data["records"]]
-        return Baseline(str(data["name"]), str(data["run_id"]), str(data["source"]), str(data["set_at"]), records)
-    except (OSError, ValueError, KeyError, TypeError, ValidationError) as exc:
+        noise = parse(data["noise"]) if data.get("noise") else None
+        return Baseline(
+            str(data["name"]), str(data["run_id"]), str(data["source"]), str(data["set_at"]), records,
+            int(data.get("processes", 1)), noise,
+        )  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(
             f"{path}: not a baseline file ({first[:160]}); set it again with fleetbench baseline set"
@@ -98,6 +101,17 @@ def list_baselines(results_root: Path) -> list[str]:
     """The names of the baselines under a results root, sorted."""
     folder = baselines_dir(results_root)
     return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []
+
+
+def scan_baselines(results_root: Path) -> list[tuple[str, Baseline | str]]:
+    """Every baseline by name: the baseline, or the one line that says why its file is damaged."""
+    found: list[tuple[str, Baseline | str]] = []
+    for name in list_baselines(results_root):
+        try:
+            found.append((name, read_baseline(results_root, name)))
+        except UserError as exc:
+            found.append((name, str(exc)))
+    return found
 
 
 def remove_baseline(results_root: Path, name: str) -> Path:

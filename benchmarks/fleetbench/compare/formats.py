@@ -15,8 +15,9 @@ from fleetbench import jsonio
 from fleetbench.catalogue import spec
 from fleetbench.compare.gate import Regression
 from fleetbench.compare.matching import BenchmarkComparison, Comparison, Row
+from fleetbench.results.fingerprint import describe
 
-COLUMNS = ("metric", "labels", "base", "new", "change", "CI of change", "p", "verdict")
+COLUMNS = ("metric", "labels", "base", "new", "change", "CI of change", "min change", "p adj.", "verdict")
 
 
 def human(value: float | None, unit: str) -> str:
@@ -47,7 +48,7 @@ def labels_text(labels: dict[str, str]) -> str:
 
 
 def row_cells(row: Row) -> dict[str, str]:
-    """The printed cells of one row."""
+    """The printed cells of one row; `p adj.` is the p-value after the correction across the comparison."""
     unit = spec(row.metric).unit
     change = row.change
     cells = {
@@ -57,16 +58,49 @@ def row_cells(row: Row) -> dict[str, str]:
         "new": human(row.new.value if row.new else None, unit),
         "change": "-",
         "CI of change": "-",
-        "p": "-",
-        "verdict": row.note,
+        "min change": "-",
+        "p adj.": "-",
+        "verdict": row.verdict,
     }
     if change is not None:
         cells["change"] = f"{change.change_pct:+.1f}%" if math.isfinite(change.ratio) else "-"
         interval = change.ci_pct
         cells["CI of change"] = f"[{interval[0]:+.1f}%, {interval[1]:+.1f}%]" if interval else "single value"
-        cells["p"] = f"{change.p_value:.3g}" if change.p_value is not None else "-"
-        cells["verdict"] = change.verdict
+        cells["min change"] = f"{change.min_change_pct:.1f}%"
+        p_value = change.p_adjusted if change.p_adjusted is not None else change.p_value
+        cells["p adj."] = f"{p_value:.3g}" if p_value is not None else "-"
     return cells
+
+
+def geomean_text(bench: BenchmarkComparison) -> str | None:
+    """pyperf's summary line: `geometric mean: 1.04x better (3 figures)`."""
+    if bench.geomean is None:
+        return None
+    speed, count = bench.geomean
+    if abs(speed - 1.0) < 5e-4:
+        word = "no change"
+    else:
+        word = f"{speed:.3f}x better" if speed > 1 else f"{1 / speed:.3f}x worse"
+    return f"geometric mean: {word} ({count} figure{'s' if count != 1 else ''}, above 1 is better)"
+
+
+def comparison_notes(comparison: Comparison) -> list[str]:
+    """The lines above a comparison's tables: the test used, the noise, both machines and how they differ."""
+    lines = [f"test: {comparison.scope}; {comparison.noise_note}"]
+    base, new = comparison.base.machine, comparison.new.machine
+    if base or new:
+        lines.append(f"machine base: {describe(base) if base else 'not recorded'}")
+        lines.append(f"machine new:  {describe(new) if new else 'not recorded'}")
+    if comparison.machine_diff:
+        diff = "; ".join(f"{key}: {a} -> {b}" for key, (a, b) in comparison.machine_diff.items())
+        lines.append(f"warning: the machines differ ({diff}); the change may be the machine's, not the code's")
+    return lines
+
+
+def benchmark_notes(bench: BenchmarkComparison) -> list[str]:
+    """The benchmark's notes and its geometric-mean summary."""
+    summary = geomean_text(bench)
+    return [*bench.notes, *([summary] if summary else [])]
 
 
 def heading(comparison: Comparison, bench: BenchmarkComparison) -> str:
@@ -86,6 +120,8 @@ def to_markdown(comparisons: list[Comparison], failures: list[Regression]) -> st
     """One markdown table per benchmark, ready for a pull-request comment."""
     out: list[str] = []
     for comparison in comparisons:
+        out += [f"{line}  " for line in comparison_notes(comparison)]
+        out.append("")
         for bench in comparison.benchmarks:
             out.append(f"### {heading(comparison, bench)}")
             if bench.mismatch:
@@ -93,7 +129,7 @@ def to_markdown(comparisons: list[Comparison], failures: list[Regression]) -> st
                 out.append(f"**mismatch** ({marked}): {mismatch_text(bench)}")
             if bench.config_diff:
                 out.append("config: " + "; ".join(f"`{d}`" for d in bench.config_diff))
-            out += [f"note: {note}" for note in bench.notes]
+            out += [f"note: {note}" for note in benchmark_notes(bench)]
             if bench.rows:
                 out.append("| " + " | ".join(COLUMNS) + " |")
                 out.append("|" + "|".join("---" for _ in COLUMNS) + "|")
@@ -133,8 +169,11 @@ def to_records(comparisons: list[Comparison]) -> list[dict[str, Any]]:
                         "ci_low_pct": change.ci_pct[0] if change and change.ci_pct else None,
                         "ci_high_pct": change.ci_pct[1] if change and change.ci_pct else None,
                         "p_value": change.p_value if change else None,
+                        "p_adjusted": change.p_adjusted if change else None,
+                        "min_change_pct": change.min_change_pct if change else None,
                         "method": row.note,
-                        "verdict": change.verdict if change else row.note,
+                        "verdict": row.verdict,
+                        "excluded": row.excluded,
                         "mismatch": mismatch_text(bench) or None,
                     }
                 )
@@ -168,11 +207,19 @@ def to_json(comparisons: list[Comparison], failures: list[Regression]) -> str:
                         "compared": b.compared,
                         "config_diff": b.config_diff,
                         "notes": b.notes,
+                        "geometric_mean_speed": b.geomean[0] if b.geomean else None,
                     }
                     for b in c.benchmarks
                 ],
                 "only_in_base": c.only_base,
                 "only_in_new": c.only_new,
+                "failures": [{"benchmark": f.benchmark, "reason": f.reason} for f in c.failures],
+                "scope": c.scope,
+                "noise": c.noise_note,
+                "base_machine": c.base.machine,
+                "new_machine": c.new.machine,
+                "machine_differences": {k: list(v) for k, v in c.machine_diff.items()},
+                "processes": [c.base.processes, c.new.processes],
             }
             for c in comparisons
         ],

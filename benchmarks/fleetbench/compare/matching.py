@@ -1,70 +1,157 @@
-"""Which runs, which records, which figures are like with like.
+"""Which runs, which records, which figures are like with like; what failed; which test fits.
 
 A run is named by its id (under the results root), its folder, or a baseline. Of each run the
-latest successful record per benchmark is compared (rank 0's: the job's headline). Two records are
-like with like when their context matches: device, backend, world size and preset. Where it does not,
-the benchmark is shown as a mismatch with the differing keys, and compared only when asked
-(`--allow-mismatch`), marked as such. Figures pair on metric and labels (kernel, size, dtype ...).
+latest successful record per benchmark is compared (rank 0's: the job's headline). A side made of
+several processes (`compare --rounds N`, a baseline of `fleetbench noise`) is one record per
+benchmark whose figures' samples are the per-process summaries (each process's best sample, or
+its median: compare.process_summary): when both sides have several
+processes the test runs between processes; otherwise within the run (its steps), and each row says
+which. Two records are like with like when their context matches: device, backend, world size and
+preset. Where it does not, the benchmark is shown as a mismatch with the differing keys, and compared
+only when asked (`--allow-mismatch`), marked as such. Figures pair on metric and labels (kernel,
+size, dtype ...). A benchmark that is ok in base and failed, crashed or missing in new is an
+introduced failure (asv counts it as a regression); so is a figure base has and new lost, when the
+two configurations are the same. The figures of one comparison are tested as a family (Holm by
+default), and each benchmark gets pyperf's geometric-mean summary.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetbench.catalogue import CATALOGUE, Better
+from fleetbench.compare import noise as noise_mod
 from fleetbench.compare.baselines import list_baselines, read_baseline
-from fleetbench.compare.statistics import Change, TestSettings, compare_samples
+from fleetbench.compare.statistics import (
+    Change,
+    Scope,
+    Summary,
+    TestSettings,
+    adjust,
+    compare_samples,
+    geometric_mean_speed,
+    summarise,
+)
+from fleetbench.compare.validity import check_records, figure_name
 from fleetbench.errors import UserError
+from fleetbench.results.fingerprint import differences
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import RECORDS_FILE, list_runs, read_records
 from fleetbench.runinfo import RUN_ID_PATTERN
 
 # The config section each benchmark records (ncu and roofline record the profile section).
 CONFIG_SECTION = {"ncu": "profile", "roofline": "profile"}
+MFU = "fleetbench_train_mfu_ratio"
 
 
 @dataclass(frozen=True)
 class RunRef:
-    """A run as named on the command line, with its records."""
+    """A run (or the processes of one side of `compare --rounds`) as named on the command line."""
 
     label: str
     run_id: str
     records: list[ResultRecord]
+    processes: int = 1  # > 1: the records of that many processes of the same configuration
+    noise: noise_mod.Calibration | None = None  # kept by a baseline
+    crashed: tuple[str, ...] = ()  # processes that ended without a record: "run id: why"
+
+    @property
+    def machine(self) -> dict[str, str]:
+        """The machine fingerprint of the side's first rank-0 record (empty in older records)."""
+        return next((r.machine for r in self.records if r.rank == 0), {})
 
 
 def load_run(ref: str, results_root: Path) -> RunRef:
-    """A run folder, a run id under `results_root`, or a baseline name, in that order."""
+    """A run folder, a run id under `results_root`, or a baseline name, in that order; figures checked."""
     path = Path(ref)
     if path.is_dir():
         if not (path / RECORDS_FILE).is_file():
             raise UserError(f"{ref}: no result records ({RECORDS_FILE} missing); pass a run folder or run id")
-        return RunRef(ref, path.name, read_records(path))
-    if RUN_ID_PATTERN.fullmatch(ref) and (results_root / ref / RECORDS_FILE).is_file():
-        return RunRef(ref, ref, read_records(results_root / ref))
-    if ref in list_baselines(results_root):
+        run = RunRef(ref, path.name, read_records(path))
+    elif RUN_ID_PATTERN.fullmatch(ref) and (results_root / ref / RECORDS_FILE).is_file():
+        run = RunRef(ref, ref, read_records(results_root / ref))
+    elif ref in list_baselines(results_root):
         return load_baseline(ref, results_root)
-    recent = ", ".join(p.name for p in list_runs(results_root)[:5]) or "none yet"
-    baselines = ", ".join(list_baselines(results_root)) or "none"
-    raise UserError(
-        f"run {ref!r} not found: not a run folder, not a run under {results_root} (recent: {recent}), "
-        f"not a baseline (baselines: {baselines})"
-    )
+    else:
+        recent = ", ".join(p.name for p in list_runs(results_root)[:5]) or "none yet"
+        baselines = ", ".join(list_baselines(results_root)) or "none"
+        raise UserError(
+            f"run {ref!r} not found: not a run folder, not a run under {results_root} (recent: {recent}), "
+            f"not a baseline (baselines: {baselines})"
+        )
+    check_records(run.label, run.records)
+    return run
 
 
 def load_baseline(name: str, results_root: Path) -> RunRef:
-    """The records kept by baseline `name`."""
+    """The records kept by baseline `name` (and the noise calibration it carries)."""
     baseline = read_baseline(results_root, name)
-    return RunRef(f"baseline {name} ({baseline.run_id})", baseline.run_id, baseline.records)
+    run = RunRef(
+        f"baseline {name} ({baseline.run_id})", baseline.run_id, baseline.records, baseline.processes, baseline.noise
+    )
+    check_records(run.label, run.records)
+    return run
 
 
-def headline_records(run: RunRef) -> dict[str, ResultRecord]:
-    """The latest successful rank-0 record of each benchmark in the run."""
+def by_process(records: list[ResultRecord]) -> list[list[ResultRecord]]:
+    """The records grouped by run id (one process of `--rounds` each), in the order first seen."""
+    groups: dict[str, list[ResultRecord]] = {}
+    for record in records:
+        groups.setdefault(record.run_id, []).append(record)
+    return list(groups.values())
+
+
+def latest_ok(records: list[ResultRecord]) -> dict[str, ResultRecord]:
+    """The latest successful rank-0 record of each benchmark."""
     chosen: dict[str, ResultRecord] = {}
-    for record in run.records:
+    for record in records:
         if record.status == "ok" and record.rank == 0:
             chosen[record.benchmark] = record  # records are appended in time order: the last wins
     return chosen
+
+
+def pooled(records: list[ResultRecord], how: Summary = "best") -> ResultRecord:
+    """One record of a benchmark's processes: each figure's samples are the per-process summaries (the
+    median of each process's samples, or its best with `how="best"`), its value their median."""
+    summaries: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[HeadlineFigure, list[float]]] = {}
+    for record in records:
+        for figure in record.headline:
+            entry = summaries.setdefault(figure.key(), (figure, []))
+            entry[1].append(summarise(figure.samples or [figure.value], figure.better, how))
+    headline = [
+        HeadlineFigure(metric=f.metric, labels=f.labels, value=summarise(values, None, "median"), samples=values)
+        for f, values in summaries.values()
+    ]
+    return records[0].model_copy(update={"headline": headline})
+
+
+def headline_records(run: RunRef, pool: bool = False, how: Summary = "best") -> dict[str, ResultRecord]:
+    """Per benchmark, the record compared: the latest successful rank-0 one, or with `pool` the processes'."""
+    if not pool:
+        return latest_ok(run.records)
+    per_benchmark: dict[str, list[ResultRecord]] = {}
+    for process in by_process(run.records):
+        for benchmark, record in latest_ok(process).items():
+            per_benchmark.setdefault(benchmark, []).append(record)
+    return {benchmark: pooled(records, how) for benchmark, records in per_benchmark.items()}
+
+
+def failures(run: RunRef) -> dict[str, str]:
+    """Benchmarks whose latest rank-0 record failed in some process of the run, with the first reason."""
+    failed: dict[str, str] = {}
+    for process in by_process(run.records):
+        latest: dict[str, ResultRecord] = {}
+        for record in process:
+            if record.rank == 0:
+                latest[record.benchmark] = record
+        for benchmark, record in latest.items():
+            if record.status == "failed":
+                failed.setdefault(benchmark, f"failed in {record.run_id}: {record.error or 'no reason recorded'}")
+    return failed
 
 
 def context(record: ResultRecord) -> dict[str, Any]:
@@ -107,6 +194,8 @@ class Row:
     base: HeadlineFigure | None
     new: HeadlineFigure | None
     change: Change | None = None
+    better: Better | None = None
+    excluded: str | None = None  # why this figure is shown but not judged (MFU against another peak)
 
     @property
     def note(self) -> str:
@@ -117,6 +206,13 @@ class Row:
             return "only in base"
         assert self.change is not None
         return self.change.method
+
+    @property
+    def verdict(self) -> str:
+        """The verdict shown and gated on."""
+        if self.excluded:
+            return "not judged"
+        return self.change.verdict if self.change else self.note
 
 
 @dataclass
@@ -131,6 +227,22 @@ class BenchmarkComparison:
     config_diff: list[str]
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    geomean: tuple[float, int] | None = None  # pyperf's summary: mean speed-up (>1 better), over n figures
+
+    @property
+    def lost_figures(self) -> list[Row]:
+        """Figures base has and new lost, under the same configuration (an introduced failure)."""
+        if self.config_diff or not self.compared:
+            return []
+        return [row for row in self.rows if row.new is None]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A benchmark ok in base and failed, crashed or missing in new."""
+
+    benchmark: str
+    reason: str
 
 
 @dataclass
@@ -142,51 +254,208 @@ class Comparison:
     benchmarks: list[BenchmarkComparison]
     only_base: list[str]
     only_new: list[str]
+    failures: list[Failure] = field(default_factory=list)
+    scope: str = "within run"
+    machine_diff: dict[str, tuple[str, str]] = field(default_factory=dict)
+    noise_note: str = ""
 
 
-def pair_figures(base: ResultRecord, new: ResultRecord, settings: TestSettings) -> list[Row]:
-    """Pair the two records' headline figures on metric and labels, and test each pair."""
-    old = {f.key(): f for f in base.headline}
-    now = {f.key(): f for f in new.headline}
+@dataclass(frozen=True)
+class Plan:
+    """How the figures of one comparison are tested: settings, scope, processes per side, the noise."""
+
+    settings: TestSettings
+    noise_factor: float
+    processes: int
+    noise: dict[noise_mod.FigureKey, noise_mod.NoiseFigure]
+
+
+def figure_settings(plan: Plan, benchmark: str, figure: HeadlineFigure) -> TestSettings:
+    """The settings of one figure: its minimum change follows from its noise on this machine."""
+    entry = plan.noise.get((benchmark, figure.metric, tuple(sorted(figure.labels.items()))))
+    floor = plan.settings.min_change_pct
+    best = plan.settings.scope == "between processes" and plan.settings.process_summary == "best"
+    noise = (entry.best_noise_pct if best and entry.best_noise_pct is not None else entry.noise_pct) if entry else None
+    bar = noise_mod.min_change_pct(floor, plan.noise_factor, noise, plan.processes)
+    return dataclasses.replace(plan.settings, min_change_pct=bar)
+
+
+def unknown_metrics(*records: ResultRecord) -> list[str]:
+    """The headline metrics of `records` this fleetbench's catalogue does not declare (a newer or older one wrote them)."""
+    return sorted({f.metric for record in records for f in record.headline if f.metric not in CATALOGUE})
+
+
+def pair_figures(benchmark: str, base: ResultRecord, new: ResultRecord, plan: Plan) -> list[Row]:
+    """Pair the two records' headline figures on metric and labels, and test each pair (figures of
+    metrics the catalogue does not know are left out: `unknown_metrics` names them)."""
+    old = {f.key(): f for f in base.headline if f.metric in CATALOGUE}
+    now = {f.key(): f for f in new.headline if f.metric in CATALOGUE}
     rows = []
     for key in list(old) + [k for k in now if k not in old]:
         b, n = old.get(key), now.get(key)
         figure = b or n
         assert figure is not None
-        row = Row(figure.metric, figure.labels, b, n)
+        row = Row(figure.metric, figure.labels, b, n, better=figure.better)
         if b is not None and n is not None:
-            row.change = compare_samples(b.value, n.value, b.samples, n.samples, figure.better, settings)
+            settings = figure_settings(plan, benchmark, figure)
+            try:
+                row.change = compare_samples(b.value, n.value, b.samples, n.samples, figure.better, settings)
+            except ValueError as exc:
+                raise UserError(
+                    f"{figure_name(benchmark, figure)}: {exc}; accepted: figures within float range"
+                ) from None
         rows.append(row)
     return rows
 
 
-def compare_runs(base: RunRef, new: RunRef, settings: TestSettings, allow_mismatch: bool = False) -> Comparison:
-    """Match the runs' benchmarks and figures and test every pair; refuses runs with nothing in common."""
-    old, now = headline_records(base), headline_records(new)
+def mfu_peaks(base: ResultRecord, new: ResultRecord) -> str | None:
+    """Why MFU cannot be compared, when the two runs divided by different peaks; None when they agree."""
+    a, b = base.summary.get("peak_flop_per_second"), new.summary.get("peak_flop_per_second")
+    if a is None or b is None or a == b:
+        return None
+    return (
+        f"MFU peaks differ ({a:.4g} FLOP/s, {base.summary.get('peak_source')} -> {b:.4g} FLOP/s, "
+        f"{new.summary.get('peak_source')}): MFU is not judged, tokens/s is"
+    )
+
+
+def _benchmark(
+    name: str, old: ResultRecord, now: ResultRecord, plan: Plan, allow_mismatch: bool
+) -> BenchmarkComparison:
+    a, b = context(old), context(now)
+    mismatch = {key: (a[key], b[key]) for key in a if a[key] != b[key]}
+    compared = not mismatch or allow_mismatch
+    item = BenchmarkComparison(name, a, b, mismatch, compared, config_differences(name, old, now))
+    if not compared:
+        return item
+    item.rows = pair_figures(name, old, now, plan)
+    item.notes = [
+        f"{side} has no headline figures (a record written before records carried one)"
+        for side, record in (("base", old), ("new", now))
+        if not record.headline
+    ]
+    if unknown := unknown_metrics(old, now):
+        item.notes.append(
+            f"left out figures of metrics this fleetbench does not know (another version wrote them): {', '.join(unknown)}"
+        )
+    peaks = mfu_peaks(old, now) if name == "train" else None
+    if peaks:
+        item.notes.append(peaks)
+        for row in item.rows:
+            if row.metric == MFU:
+                row.excluded = peaks
+    return item
+
+
+def _introduced(base: RunRef, new: RunRef, old: dict[str, ResultRecord], now: dict[str, ResultRecord]) -> list[Failure]:
+    """Benchmarks ok in base and failed, crashed or missing in new."""
+    failed = failures(new)
+    crashed = "; ".join(new.crashed)
+    out = []
+    for benchmark in old:
+        if benchmark in failed:
+            out.append(Failure(benchmark, failed[benchmark]))
+        elif crashed:
+            out.append(Failure(benchmark, f"a process of new crashed ({crashed})"))
+        elif benchmark not in now:
+            out.append(Failure(benchmark, f"ok in base, missing in {new.label}"))
+    return out
+
+
+def _noise_note(plan: Plan, calibration: noise_mod.Calibration | None) -> str:
+    if calibration is None:
+        return (
+            f"no noise calibration for this machine: minimum change {plan.settings.min_change_pct:g}% "
+            "(fleetbench noise measures the run-to-run noise and raises it where needed)"
+        )
+    summary = f", per-process {plan.settings.process_summary}" if plan.settings.scope == "between processes" else ""
+    return (
+        f"minimum change per figure: max({plan.settings.min_change_pct:g}%, {plan.noise_factor:g} x noise x "
+        f"sqrt(2/{plan.processes})), noise from the calibration of {calibration.set_at[:19]} "
+        f"({calibration.processes} processes){summary}"
+    )
+
+
+def compare_runs(
+    base: RunRef,
+    new: RunRef,
+    settings: TestSettings,
+    allow_mismatch: bool = False,
+    calibration: noise_mod.Calibration | None = None,
+    noise_factor: float = 2.0,
+) -> Comparison:
+    """Match the runs' benchmarks and figures and test every pair as one family; refuses runs with nothing
+    in common (and no failure of base's benchmarks in new)."""
+    pool = base.processes > 1 and new.processes > 1
+    scope: Scope = "between processes" if pool else "within run"
+    how = settings.process_summary
+    old, now = headline_records(base, pool, how), headline_records(new, pool, how)
+    introduced = _introduced(base, new, old, now)
     common = [b for b in old if b in now]
-    if not common:
+    if not common and not any(f.benchmark in failures(new) or new.crashed for f in introduced):
         raise UserError(
             f"{base.label} ({', '.join(sorted(old)) or 'no successful records'}) and {new.label} "
             f"({', '.join(sorted(now)) or 'no successful records'}) share no benchmark: nothing to compare"
         )
-    benchmarks = []
-    for name in common:
-        a, b = context(old[name]), context(now[name])
-        mismatch = {key: (a[key], b[key]) for key in a if a[key] != b[key]}
-        compared = not mismatch or allow_mismatch
-        item = BenchmarkComparison(name, a, b, mismatch, compared, config_differences(name, old[name], now[name]))
-        if compared:
-            item.rows = pair_figures(old[name], now[name], settings)
-            item.notes = [
-                f"{side} has no headline figures (a record written before records carried one)"
-                for side, record in (("base", old[name]), ("new", now[name]))
-                if not record.headline
-            ]
-        benchmarks.append(item)
-    return Comparison(
-        base,
-        new,
-        benchmarks,
-        only_base=sorted(set(old) - set(now)),
-        only_new=sorted(set(now) - set(old)),
+    processes = min(base.processes, new.processes) if pool else 1
+    plan = Plan(dataclasses.replace(settings, scope=scope), noise_factor, processes,
+                calibration.lookup() if calibration else {})  # fmt: skip
+    benchmarks = [_benchmark(name, old[name], now[name], plan, allow_mismatch) for name in common]
+    judge_family(benchmarks, plan.settings)
+    if pool:
+        note = power_note(base.processes, new.processes, benchmarks, settings.alpha)
+        for bench in benchmarks[:1] if note else []:
+            bench.notes.append(note)
+    comparison = Comparison(base, new, benchmarks, sorted(set(old) - set(now)), sorted(set(now) - set(old)))
+    comparison.failures = introduced
+    comparison.scope = scope if pool else _within_note(base, new)
+    comparison.machine_diff = differences(base.machine, new.machine) if base.machine and new.machine else {}
+    comparison.noise_note = _noise_note(plan, calibration)
+    return comparison
+
+
+def smallest_p(n_base: int, n_new: int) -> float:
+    """The smallest two-sided p-value Mann-Whitney U can give for samples of these sizes (no ties)."""
+    return min(1.0, 2.0 / math.comb(n_base + n_new, n_base))
+
+
+def power_note(n_base: int, n_new: int, benchmarks: list[BenchmarkComparison], alpha: float) -> str:
+    """A warning when the rounds are too few for any figure to reach significance after the correction."""
+    family = sum(1 for bench in benchmarks for row in bench.rows if row.change is not None and row.change.p_value)
+    floor = smallest_p(n_base, n_new) * max(1, family)
+    if floor < alpha:
+        return ""
+    enough = next(n for n in range(2, 1000) if smallest_p(n, n) * max(1, family) < alpha)
+    return (
+        f"{n_base}+{n_new} processes cannot show a significant change in {family} figure(s) at alpha {alpha:g} "
+        f"(the smallest corrected p is {floor:.3g}): use --rounds {enough} or more"
     )
+
+
+def _within_note(base: RunRef, new: RunRef) -> str:
+    if base.processes > 1 or new.processes > 1:
+        return "within run (one side has a single process: its steps, and the other side's latest process)"
+    return "within run"
+
+
+def judge_family(benchmarks: list[BenchmarkComparison], settings: TestSettings) -> None:
+    """Correct every tested figure of the comparison together, then the per-benchmark geometric means."""
+    judged = [row for bench in benchmarks for row in bench.rows if row.change is not None and not row.excluded]
+    changes = adjust([(row.change, row.better) for row in judged if row.change is not None], settings)
+    for row, change in zip(judged, changes, strict=True):
+        row.change = change
+    for bench in benchmarks:
+        bench.geomean = geometric_mean_speed(
+            [(row.change, row.better) for row in bench.rows if row.change is not None and not row.excluded]
+        )
+
+
+def find_calibration(base: RunRef, new: RunRef, results_root: Path) -> noise_mod.Calibration | None:
+    """The noise of the new side's machine: kept in the base baseline when it was made there, else filed
+    under the results root by `fleetbench noise`; None when neither exists."""
+    from fleetbench.results.fingerprint import machine_key
+
+    machine = new.machine
+    if base.noise is not None and machine and base.noise.key == machine_key(machine):
+        return base.noise
+    return noise_mod.for_machine(results_root, machine)

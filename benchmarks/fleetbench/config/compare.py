@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
@@ -26,10 +26,29 @@ class CompareConfig(StrictModel):
     single_value_threshold_pct: float = Field(
         default=5.0, ge=0, le=1000, description="figures without samples: a change beyond this counts"
     )
+    correction: Literal["holm", "fdr_bh", "none"] = Field(
+        default="holm",
+        description="across the figures of one comparison: holm (family-wise error), fdr_bh (false discovery rate)",
+    )
+    noise_factor: float = Field(
+        default=2.0,
+        ge=0,
+        le=100,
+        description="k in the minimum change max(min_change_pct, k x noise x sqrt(2/n)) (fleetbench noise)",
+    )
+    process_summary: Literal["median", "best"] = Field(
+        default="best",
+        description="each process's figure in compare --rounds: its best sample (other work on a shared machine "
+        "only slows a process down; README: 17/20 planted slow-downs caught against 3/20 by the median, the same "
+        "0/20 false positives) or the median of its samples",
+    )
+    rounds: int = Field(default=10, ge=2, le=1000, description="processes per side of compare --rounds (--rounds N)")
     bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="of the bootstrap: the same runs, the same interval")
     fail_on_regression_pct: Percent | None = Field(
-        default=None, description="exit 1 when a figure is significantly worse by more than this (--fail-on-regression)"
+        default=None,
+        description="exit 1 only when a figure is significantly worse by more than this (--fail-on-regression); "
+        "unset: every figure judged worse fails the gate",
     )
     fail_thresholds_pct: dict[str, Percent] = Field(
         default_factory=dict, description="per headline metric, overriding fail_on_regression_pct"

@@ -7,6 +7,12 @@ rank. Everything else a run's series carry (`run_id`, `host`, the Pushgateway's 
 `job`, `device`, `backend`) is dropped by `avg by (<key>)`, so the ratio divides on exactly the key
 (`/ on(<key>)`): runs on other hosts or devices still pair up, one to one, and a run with several
 hosts contributes their mean (narrow it with the Host filter).
+
+The ratios are not verdicts: whether a change is real is `fleetbench compare`'s call (a test on the
+samples, corrected across the figures, against the minimum change this machine's noise allows). The
+Verdicts row shows the verdicts compare pushed (`--pushgateway`) for the chosen base and new runs,
+the same ones its terminal table, pull-request comment and the HTML report show, and the steps
+`fleetbench history --pushgateway` found in each metric's series of runs.
 """
 
 from __future__ import annotations
@@ -20,7 +26,6 @@ from fleetbench.dashboards.definition import (
     Panel,
     Query,
     Row,
-    ThresholdStep,
     Variable,
     selection,
     unit_of,
@@ -28,10 +33,8 @@ from fleetbench.dashboards.definition import (
 
 BASE = Variable("base", "Base run", source="run_id", multi=False, order="asc")
 NEW = Variable("new", "New run", source="run_id", multi=False, order="desc")
-# Within this band around 1 a ratio counts as unchanged (run-to-run noise of a quiet machine).
-NOISE = 0.05
 RATIO_UNIT = "suffix:×"
-COLOURS = f" Green: better by more than {NOISE:.0%}, red: worse by more than {NOISE:.0%}."
+NOT_A_VERDICT = " The ratio is not a verdict: the Verdicts row has fleetbench compare's."
 BETTER_TEXT = {
     "higher": "Higher is better.",
     "lower": "Lower is better.",
@@ -83,15 +86,6 @@ def _legend(prefix: str, figure: Figure) -> str:
     return f"{prefix} {figure.legend}".strip()
 
 
-def ratio_thresholds(better: str | None) -> tuple[ThresholdStep, ...]:
-    """Colours of a ratio: green where new is better by more than the noise band, red where worse."""
-    if better == "higher":
-        return ((None, "red"), (1 - NOISE, "text"), (1 + NOISE, "green"))
-    if better == "lower":
-        return ((None, "green"), (1 - NOISE, "text"), (1 + NOISE, "red"))
-    return ((None, "blue"),)
-
-
 def compare_panels(title: str, figures: tuple[Figure, ...], what: str, gpu_only: bool = False) -> tuple[Panel, Panel]:
     """Two panels: the base and the new run's values side by side, and new / base per key."""
     better = spec(figures[0].metric).better
@@ -115,9 +109,8 @@ def compare_panels(title: str, figures: tuple[Figure, ...], what: str, gpu_only:
         ratios,
         RATIO_UNIT,
         f"{what}: the new run's over the base run's, series paired on {', '.join(figures[0].key) or 'the run'} "
-        f"(1 = unchanged). {BETTER_TEXT[better]}{COLOURS if better else ''}",
+        f"(1 = unchanged). {BETTER_TEXT[better]}{NOT_A_VERDICT}",
         gpu_only=gpu_only,
-        thresholds=ratio_thresholds(better),
     )
     return values, change
 
@@ -137,6 +130,39 @@ def _runs_table() -> Panel:
         height=6,
     )
 
+
+VERDICT_LABELS = "compared, metric, figure, verdict"
+verdicts = Row(
+    "Verdicts (fleetbench compare and history)",
+    (
+        Panel(
+            "Verdicts of fleetbench compare",
+            "table",
+            (
+                Query(
+                    f'max by ({VERDICT_LABELS}) (fleetbench_compare_change_ratio{{base="$base",new="$new"}})',
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_compare_change_ratio"),
+            "Each headline figure's change (new - base) / base and the verdict fleetbench compare gave it for these "
+            "two runs (pushed with --pushgateway; for --rounds, each side's last process): the same verdicts as "
+            "its table, its pull-request comment and the HTML report. Worse fails the gate.",
+            width=24,
+            pushed_by_compare=True,
+        ),
+        Panel(
+            "Steps in the runs' history (fleetbench history)",
+            "table",
+            (Query("max by (compared, metric, figure, at_run, commit) (fleetbench_history_step_ratio)", instant=True),),
+            unit_of("fleetbench_history_step_ratio"),
+            "Each step (change point) fleetbench history found in a headline metric over the stored runs, the run "
+            "and commit where it happened and its change (after - before) / before (pushed with --pushgateway)",
+            width=24,
+            pushed_by_compare=True,
+        ),
+    ),
+)
 
 PROBE_KEY = "{{probe}} {{dtype}} {{size}}"
 RANK = "rank {{rank}}"
@@ -247,6 +273,6 @@ COMPARE = Dashboard(
     title="fleetbench / Compare runs",
     description="Two runs' headline figures side by side and new / base: probe, training, edge and profile",
     benchmarks=(),
-    rows=(Row("Runs", (_runs_table(),)), probe, train, edge, profile),
+    rows=(Row("Runs", (_runs_table(),)), verdicts, probe, train, edge, profile),
     variables=(FILTERS[0], BASE, NEW, *FILTERS[1:]),
 )

@@ -91,13 +91,15 @@ class Panel:
     slurm_only: bool = False
     # Data only where the device has a temperature sensor or throttle indicator: a VM has none.
     sensor_only: bool = False
+    # Data only once `fleetbench compare` or `history` pushed their findings (--pushgateway).
+    pushed_by_compare: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
 
     @property
     def may_be_empty(self) -> bool:
-        """Whether the panel has no data by nature where there is no GPU, Slurm cluster or sensor."""
-        return self.gpu_only or self.slurm_only or self.sensor_only
+        """Whether the panel has no data by nature: no GPU, no Slurm cluster, no sensor, no comparison pushed yet."""
+        return self.gpu_only or self.slurm_only or self.sensor_only or self.pushed_by_compare
 
 
 @dataclass(frozen=True)

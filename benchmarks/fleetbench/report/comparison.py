@@ -15,9 +15,18 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-from fleetbench.compare.formats import COLUMNS, heading, mismatch_text, row_cells
-from fleetbench.compare.matching import BenchmarkComparison, Comparison, RunRef, compare_runs, load_run
+from fleetbench.compare.formats import COLUMNS, benchmark_notes, comparison_notes, heading, mismatch_text, row_cells
+from fleetbench.compare.gate import introduced_failures
+from fleetbench.compare.matching import (
+    BenchmarkComparison,
+    Comparison,
+    RunRef,
+    compare_runs,
+    find_calibration,
+    load_run,
+)
 from fleetbench.compare.statistics import TestSettings
+from fleetbench.compare.validity import check_records
 from fleetbench.report.overlays import EDGE_RESULTS, edge_boxes, read_edge_latencies, train_overlay
 from fleetbench.report.page import data_uri
 from fleetbench.results.store import RECORDS_FILE, read_records
@@ -56,15 +65,23 @@ def base_folder(ref: str, results_root: Path) -> Path | None:
 
 
 def prepare(
-    ref: str, run_dir: Path, results_root: Path, settings: TestSettings, allow_mismatch: bool = False
+    ref: str,
+    run_dir: Path,
+    results_root: Path,
+    settings: TestSettings,
+    allow_mismatch: bool = False,
+    noise_factor: float = 2.0,
 ) -> CompareTo:
-    """Load BASE and compare the run with it; a bad BASE, or runs with no benchmark in common, is a UserError.
+    """Load BASE and compare the run with it as `fleetbench compare` does (same noise, same verdicts); a bad
+    BASE, a figure that is no measurement, or runs with no benchmark in common, is a UserError.
 
     Called before anything is rendered, so a bad BASE leaves no report behind.
     """
     base = load_run(ref, results_root)
     new = RunRef(run_dir.name, run_dir.name, read_records(run_dir))
-    comparison = compare_runs(base, new, settings, allow_mismatch)
+    check_records(new.label, new.records)
+    calibration = find_calibration(base, new, results_root)
+    comparison = compare_runs(base, new, settings, allow_mismatch, calibration, noise_factor)
     return CompareTo(comparison, base_folder(ref, results_root))
 
 
@@ -88,7 +105,7 @@ def benchmark_block(comparison: Comparison, bench: BenchmarkComparison) -> str:
     if bench.mismatch:
         marked = "compared anyway (--allow-mismatch)" if bench.compared else "not compared"
         parts.append(f'<p class="mismatch">mismatch ({marked}): {escape(mismatch_text(bench))}</p>')
-    parts += [f'<p class="mismatch note">{escape(note)}</p>' for note in bench.notes]
+    parts += [f'<p class="mismatch note">{escape(note)}</p>' for note in benchmark_notes(bench)]
     if bench.rows:
         parts.append(benchmark_table(bench))
     return "".join(parts)
@@ -161,6 +178,11 @@ def section(compare_to: CompareTo, plots: Plots) -> str:
         f'<h2 id="comparison">Comparison with {escape(comparison.base.label)}</h2>',
         f'<p class="meta">base {escape(comparison.base.label)} → new {escape(comparison.new.label)}: '
         "the latest successful rank-0 record of each benchmark; the same table as fleetbench compare</p>",
+    ]
+    parts += [f'<p class="meta">{escape(line)}</p>' for line in comparison_notes(comparison)]
+    parts += [
+        f'<p class="mismatch regression">regression: {escape(failure.describe())}</p>'
+        for failure in introduced_failures(comparison)
     ]
     parts += [benchmark_block(comparison, bench) for bench in comparison.benchmarks]
     for side, names in (("base", comparison.only_base), ("new", comparison.only_new)):

@@ -14,6 +14,8 @@ Schema (version 1), documented in README.md:
   start, end      ISO 8601 UTC; duration_s
   git_revision    commit of the code that ran (+dirty when modified)
   packages        versions of python, fleetbench, torch, numpy, prometheus-client, pydantic
+  machine         the machine fingerprint (results/fingerprint.py): CPU and GPU model, driver, torch
+                  build, commit, numeric env; empty in records written before it existed
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class ResultRecord(BaseModel):
     duration_s: float
     git_revision: str
     packages: dict[str, str]
+    machine: dict[str, str] = Field(default_factory=dict)
 
     def metric(self, name: str, **labels: str) -> float | None:
         """The value of one sample, or None when the run did not export it."""

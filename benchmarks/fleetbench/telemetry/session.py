@@ -25,6 +25,7 @@ from fleetbench.config.schema import FleetbenchConfig, TelemetryConfig
 from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
 from fleetbench.job import RunContext
+from fleetbench.results.fingerprint import machine_fingerprint
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, append_record, default_spool_dir, prepare_run_dir
 from fleetbench.runinfo import git_revision, host_name, package_versions, utc_now
@@ -331,6 +332,7 @@ class BenchmarkRun:
             duration_s=duration,
             git_revision=git_revision(),
             packages=package_versions(),
+            machine=machine_fingerprint(self.identity.host, git_revision()),
         )
         append_record(self.run_dir, self.record)
         return self.record

@@ -5,13 +5,26 @@ plus backward of every weight matmul (2 + 4 FLOPs per parameter and token) and o
 matmuls (full, not causal, attention is counted, as torchtitan does). MFU = FLOPs/token x tokens/s
 per device / peak FLOP/s per device. A GPU missing from the peak table gets no MFU and a warning;
 never a number computed against a guessed peak.
+
+The peak is fixed per machine, never re-measured per run, so that MFU moves only with the model's
+throughput: a GPU's comes from the datasheet table; a CPU's is measured once (the best fp32/bf16
+matmul of this process's threads) and stored under the results root,
+`calibration/cpu-peak-<machine key>.json`, one entry per dtype, thread count and torch version; every
+later run on the machine reads it (its source says "calibrated ... on DATE"). Delete the file to
+measure again.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
+from fleetbench import jsonio
+from fleetbench.errors import UserError
+from fleetbench.fsutil import write_text_atomic
 from fleetbench.train.decoder import param_counts
 from fleetbench.train.plan import ModelShape
 
@@ -29,6 +42,11 @@ BF16_PEAK_FLOPS: tuple[tuple[str, str, float], ...] = (
     (r"\bMI300X\b", "AMD Instinct MI300X", 1.3e15),
     (r"\bMI325X\b", "AMD Instinct MI325X", 1.3e15),
 )
+
+
+CALIBRATION_FOLDER = "calibration"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,14 +93,70 @@ def measured_cpu_peak(
     return Peak(best, f"measured: {dtype_name} matmul, {threads} thread(s)")
 
 
+def cpu_peak_file(results_root: Path, host: str) -> Path:
+    """Where this machine's CPU peaks are stored under the results root (keyed by the machine fingerprint)."""
+    from fleetbench.results.fingerprint import machine_fingerprint, machine_key
+
+    return results_root / CALIBRATION_FOLDER / f"cpu-peak-{machine_key(machine_fingerprint(host, ''))}.json"
+
+
+def _entry(dtype_name: str, threads: int) -> str:
+    import torch
+
+    return f"{dtype_name}/{threads} threads/torch {torch.__version__}"
+
+
+def stored_cpu_peak(path: Path, dtype_name: str, threads: int) -> Peak | None:
+    """The stored peak of this dtype, thread count and torch, if any; a damaged file is ignored, with a warning."""
+    if not path.is_file():
+        return None
+    try:
+        entry = json.loads(path.read_text(encoding="utf-8"))["peaks"].get(_entry(dtype_name, threads))
+        if entry is None:
+            return None
+        value = float(entry["flop_per_second"])
+        if not value > 0 or value == float("inf"):
+            raise ValueError(f"flop_per_second {value}")
+        return Peak(value, f"calibrated: {entry['source']}, on {entry['measured_at'][:10]} ({path.name})")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("%s: not a CPU peak calibration (%s); measuring the peak again", path, exc)
+        return None
+
+
+def store_cpu_peak(path: Path, dtype_name: str, threads: int, peak: Peak) -> None:
+    """Add this peak to the machine's file (atomically); a file that cannot be written is a warning only."""
+    from fleetbench.runinfo import utc_now
+
+    peaks: dict[str, object] = {}
+    try:
+        peaks = dict(json.loads(path.read_text(encoding="utf-8"))["peaks"]) if path.is_file() else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        peaks = {}  # a damaged file is replaced
+    peaks[_entry(dtype_name, threads)] = {
+        "flop_per_second": peak.flop_per_second,
+        "source": peak.source.removeprefix("measured: "),
+        "measured_at": utc_now().isoformat(),
+    }
+    try:
+        write_text_atomic(path, jsonio.dumps({"peaks": peaks}, indent=1) + "\n", "CPU peak calibration")
+    except UserError as exc:
+        log.warning("%s; MFU will measure the peak again next run", exc)
+
+
 def resolve_peak(
-    backend: str, device_name: str, compute_dtype: str, threads: int, configured: float | None
+    backend: str,
+    device_name: str,
+    compute_dtype: str,
+    threads: int,
+    configured: float | None,
+    calibration: Path | None = None,
 ) -> tuple[Peak | None, str | None]:
-    """The peak MFU divides by, and a warning when there is none."""
+    """The peak MFU divides by, and a warning when there is none (see the module docstring)."""
     if configured is not None:
         return Peak(configured, "config: train.peak_flops"), None
     if backend == "cpu":
-        return measured_cpu_peak(compute_dtype, threads), None
+        stored = stored_cpu_peak(calibration, compute_dtype, threads) if calibration else None
+        return stored or measured_cpu_peak(compute_dtype, threads), None
     if compute_dtype != "bfloat16":
         return None, (
             f"no MFU: the peak table holds bf16 dense peaks and this run computes in {compute_dtype}; "

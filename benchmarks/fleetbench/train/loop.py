@@ -36,7 +36,7 @@ from fleetbench.train import step_rows
 from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
 from fleetbench.train.decoder import Decoder, param_counts
-from fleetbench.train.flops import Peak, flops_per_token, mfu, resolve_peak
+from fleetbench.train.flops import Peak, cpu_peak_file, flops_per_token, mfu, resolve_peak, store_cpu_peak
 from fleetbench.train.handoff import report_run_id
 from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
 from fleetbench.train.knobs import BuildMeter, StepProbe, compile_report, probe_step
@@ -272,8 +272,10 @@ class Trainer:
         start_step = self.resume(parts, run)
 
         dist.barrier()  # ranks measure the CPU peak together, as they will train: sharing the cores
+        dtype_name = str(self.dtype).removeprefix("torch.")
+        stored = cpu_peak_file(run.results_root, run.identity.host)
         peak, warning = resolve_peak(
-            self.device.backend, self.device.name, str(self.dtype).removeprefix("torch."), self.threads, cfg.peak_flops
+            self.device.backend, self.device.name, dtype_name, self.threads, cfg.peak_flops, stored
         )
         if warning:
             self.note(warning, logging.WARNING)
@@ -282,6 +284,8 @@ class Trainer:
             best = torch.tensor([peak.flop_per_second], dtype=torch.float64)
             dist.all_reduce(best, op=dist.ReduceOp.MAX)
             peak = Peak(float(best), peak.source + f", best of {self.world} rank(s)")
+            if self.rank == 0:  # measured once per machine: later runs divide by the same peak
+                store_cpu_peak(stored, dtype_name, self.threads, peak)
         if peak is not None:
             metrics.set("fleetbench_train_peak_flop_per_second", peak.flop_per_second)
         self.note(

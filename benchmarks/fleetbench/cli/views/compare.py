@@ -6,11 +6,18 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.compare.formats import COLUMNS, heading, mismatch_text, row_cells
+from fleetbench.compare.formats import (
+    COLUMNS,
+    benchmark_notes,
+    comparison_notes,
+    heading,
+    mismatch_text,
+    row_cells,
+)
 from fleetbench.compare.gate import Regression
 from fleetbench.compare.matching import BenchmarkComparison, Comparison
 
-STYLES = {"better": "green", "worse": "red", "no significant change": "dim"}
+STYLES = {"better": "green", "worse": "red", "no significant change": "dim", "not judged": "yellow"}
 
 
 def benchmark_table(comparison: Comparison, bench: BenchmarkComparison) -> Table:
@@ -34,8 +41,9 @@ def show_benchmark(console: Console, comparison: Comparison, bench: BenchmarkCom
     if bench.mismatch:
         marked = "compared anyway (--allow-mismatch)" if bench.compared else "not compared"
         console.print(f"[yellow]mismatch ({marked}):[/] {mismatch_text(bench)}", highlight=False)
-    for note in bench.notes:
-        console.print(f"[yellow]{note}[/]", highlight=False)
+    for note in benchmark_notes(bench):
+        console.print(note, style="yellow" if not note.startswith("geometric mean") else None, highlight=False,
+                      markup=False)  # fmt: skip
     if bench.rows:
         console.print(benchmark_table(comparison, bench))
 
@@ -43,6 +51,8 @@ def show_benchmark(console: Console, comparison: Comparison, bench: BenchmarkCom
 def show(console: Console, comparisons: list[Comparison], failures: list[Regression]) -> None:
     """Every benchmark of every comparison, then the regressions that fail the gate."""
     for comparison in comparisons:
+        for line in comparison_notes(comparison):
+            console.print(line, style="yellow" if line.startswith("warning") else "dim", markup=False, highlight=False)
         for bench in comparison.benchmarks:
             show_benchmark(console, comparison, bench)
         for side, names in (("base", comparison.only_base), ("new", comparison.only_new)):

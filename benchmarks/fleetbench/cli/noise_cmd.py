@@ -1,0 +1,125 @@
+"""`fleetbench noise`: this machine's run-to-run noise, measured once, for the gate's minimum change.
+
+fleetbench noise -- probe --set probe.threads=1             2 x 10 processes of the same command
+fleetbench noise --rounds 6 --baseline main -- probe        ... and keep them as baseline `main`
+Runs the command in 2 x N processes, interleaved as an A/A comparison (compare --rounds with the same
+configuration on both sides), and files each headline figure's noise (robust CV of the per-process
+medians, and of the per-process best samples) under results/calibration/ for this machine. compare then sets each figure's minimum change
+to max(compare.min_change_pct, compare.noise_factor x noise x sqrt(2/n)). Prints the noise, the
+minimum change it implies for a single pair and for --rounds N, and the A/A comparison itself.
+Exit status: 0 calibrated; 2 bad input or a process that failed (nothing is filed then).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.table import Table
+
+from fleetbench.cli.options import add_results_dir
+from fleetbench.errors import UserError
+
+if TYPE_CHECKING:
+    from fleetbench.compare.noise import Calibration
+    from fleetbench.compare.rounds import Outcome
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `noise`."""
+    noise = commands.add_parser(
+        "noise",
+        help="measure this machine's run-to-run noise (A/A processes) for compare's minimum change",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    noise.add_argument("command", nargs="*", metavar="COMMAND", help="-- then the benchmark command, e.g. -- probe")
+    noise.add_argument("--rounds", type=int, default=10, metavar="N", help="processes per side, 2 x N in all (10)")
+    noise.add_argument("--baseline", metavar="NAME", help="also keep the processes and their noise as baseline NAME")
+    noise.add_argument("--run-prefix", metavar="PREFIX", help="run ids PREFIX-base-01 ... (default: noise-<time>)")
+    add_results_dir(noise)
+    noise.set_defaults(handler=handle_noise)
+
+
+def _check(args: argparse.Namespace) -> None:
+    from fleetbench.compare.baselines import check_name
+    from fleetbench.compare.rounds import check_command
+
+    check_command(tuple(args.command))
+    if args.rounds < 3:
+        raise UserError(f"--rounds {args.rounds} is not accepted; accepted: 3 or more (2 x N processes are measured)")
+    if args.baseline is not None:
+        check_name(args.baseline)
+
+
+def _run(args: argparse.Namespace, root: Path, console: Console) -> Outcome:
+    from fleetbench.cli.compare_cmd import require_scipy
+    from fleetbench.compare import rounds
+    from fleetbench.runinfo import new_run_id
+
+    require_scipy()
+    command = tuple(args.command)
+    plan = rounds.RoundsPlan(command, args.rounds, root, rounds.Side("base"), rounds.Side("new"),
+                             args.run_prefix or f"noise-{new_run_id()}")  # fmt: skip
+    outcome = rounds.run_rounds(plan, {}, lambda line: console.print(line, markup=False, highlight=False))
+    failed = outcome.crashed["new"] or [r.error or r.run_id for r in outcome.records["new"] if r.status != "ok"]
+    if failed:
+        raise UserError(f"noise: a process failed ({failed[0]}); nothing was filed: fix the command and run again")
+    return outcome
+
+
+def noise_table(calibration: Calibration, rounds: int, floor: float, factor: float) -> Table:
+    """Each figure's noise and the minimum change it implies."""
+    from fleetbench.compare.formats import labels_text, short_metric
+    from fleetbench.compare.noise import min_change_pct
+
+    table = Table(title=f"run-to-run noise of this machine ({calibration.processes} processes)")
+    columns = ("benchmark", "metric", "labels", "noise", "noise, best sample", "min change, one pair",
+               f"min change, --rounds {rounds}")  # fmt: skip
+    for column in columns:
+        table.add_column(column, justify="right" if "noise" in column or "min" in column else "left")
+    for figure in calibration.figures:
+        table.add_row(
+            figure.benchmark,
+            short_metric(figure.metric),
+            labels_text(figure.labels),
+            f"{figure.noise_pct:.2f}%",
+            f"{figure.best_noise_pct:.2f}%" if figure.best_noise_pct is not None else "-",
+            f"{min_change_pct(floor, factor, figure.noise_pct, 1):.1f}%",
+            f"{min_change_pct(floor, factor, figure.noise_pct, rounds):.1f}%",
+        )
+    return table
+
+
+def handle_noise(args: argparse.Namespace, console: Console) -> int:
+    """Run the A/A processes, file the calibration (and the baseline), print the noise and the A/A verdicts."""
+    from fleetbench.cli.views import compare as display
+    from fleetbench.compare import noise, rounds
+    from fleetbench.compare.baselines import Baseline, set_baseline
+    from fleetbench.compare.matching import by_process, compare_runs
+    from fleetbench.compare.statistics import TestSettings
+    from fleetbench.config.compare import CompareConfig
+
+    _check(args)
+    root = Path(args.results_dir)
+    outcome = _run(args, root, console)
+    records = outcome.records["base"] + outcome.records["new"]
+    processes = by_process(records)
+    machine = next((r.machine for r in records if r.rank == 0), {})
+    calibration = noise.estimate(processes, machine, list(args.command))
+    if not calibration.figures:
+        raise UserError(f"noise: {' '.join(args.command)} recorded no headline figures; nothing to calibrate")
+    path = noise.store(root, calibration)
+    defaults = CompareConfig()
+    Console(width=160).print(noise_table(calibration, args.rounds, defaults.min_change_pct, defaults.noise_factor))
+    console.print(f"noise calibration: {path}", markup=False)
+    if args.baseline:
+        baseline = Baseline(args.baseline, outcome.prefix, "fleetbench noise", "", records, len(processes), calibration)
+        console.print(f"baseline {args.baseline}: {set_baseline(root, baseline)}", markup=False)
+    base = rounds.side_ref(outcome, rounds.Side("base"), "A")
+    new = rounds.side_ref(outcome, rounds.Side("new"), "A again")
+    check = compare_runs(base, new, TestSettings(), calibration=calibration, noise_factor=defaults.noise_factor)
+    display.show(Console(width=160), [check], [])
+    return 0

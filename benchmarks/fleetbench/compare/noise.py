@@ -1,0 +1,185 @@
+"""Run-to-run noise of this machine, measured once (`fleetbench noise`), and the minimum change it implies.
+
+`fleetbench noise` runs the same configuration in 2 x N separate processes, interleaved like an A/A
+comparison, and keeps, for each headline figure, the spread of the per-process medians: the robust
+coefficient of variation, 1.4826 x MAD / median, in percent (the MAD ignores the odd process that
+a neighbour slowed down, as a standard deviation would not). It is filed per machine
+(`results/calibration/noise-<machine key>.json`, the key from the machine fingerprint) and kept in a
+baseline set on that machine, so a committed baseline carries the noise of the machine that made it.
+
+With `compare.process_summary=best` the noise of each process's best sample is used (kept beside
+it). The gate's minimum change of a figure follows from it (the documented rule):
+
+    min change = max(compare.min_change_pct, compare.noise_factor x noise x sqrt(2 / n))
+
+n is the processes per side (1 for a single pair of runs, where the within-run test cannot see this
+noise at all); noise x sqrt(2/n) is the spread of the difference of two means of n processes, and
+the factor k = 2 puts the bar near a 95 % band of it. Without a calibration the minimum is
+compare.min_change_pct (1 %) and compare says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fleetbench import jsonio
+from fleetbench.compare.statistics import Summary, summarise
+from fleetbench.errors import UserError
+from fleetbench.fsutil import write_text_atomic
+from fleetbench.results.fingerprint import machine_key
+from fleetbench.results.record import ResultRecord
+from fleetbench.runinfo import utc_now
+
+CALIBRATION_FOLDER = "calibration"
+MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal data
+
+FigureKey = tuple[str, str, tuple[tuple[str, str], ...]]  # benchmark, metric, sorted labels
+
+
+@dataclass(frozen=True)
+class NoiseFigure:
+    """One headline figure's run-to-run noise: per-process medians' robust CV, in percent."""
+
+    benchmark: str
+    metric: str
+    labels: dict[str, str]
+    noise_pct: float
+    processes: int
+    median: float
+    best_noise_pct: float | None = None  # the same of each process's best sample (compare.process_summary=best)
+
+    def key(self) -> FigureKey:
+        """What a figure of a comparison is looked up by."""
+        return self.benchmark, self.metric, tuple(sorted(self.labels.items()))
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The noise of one machine: its fingerprint, when and how it was measured, each figure's noise."""
+
+    machine: dict[str, str]
+    set_at: str
+    command: list[str]
+    processes: int
+    figures: list[NoiseFigure] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """The machine key the calibration is filed under."""
+        return machine_key(self.machine)
+
+    def lookup(self) -> dict[FigureKey, NoiseFigure]:
+        """The figures by key."""
+        return {f.key(): f for f in self.figures}
+
+    def to_json(self) -> dict[str, Any]:
+        """The calibration as plain data (for its file and for a baseline)."""
+        return asdict(self)
+
+
+def robust_cv_pct(values: Sequence[float]) -> float:
+    """1.4826 x median absolute deviation / median, in percent (scaled first: no overflow)."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    scale = float(np.max(np.abs(data)))
+    if scale == 0:
+        return 0.0
+    data = data / scale
+    centre = float(np.median(data))
+    if centre == 0:
+        return math.inf
+    return MAD_TO_SIGMA * float(np.median(np.abs(data - centre))) / abs(centre) * 100.0
+
+
+def process_summaries(processes: Iterable[Sequence[ResultRecord]], how: Summary) -> dict[FigureKey, list[float]]:
+    """Each figure's per-process summaries: the median (or best) of each process's samples."""
+    out: dict[FigureKey, list[float]] = {}
+    for records in processes:
+        for record in records:
+            if record.status != "ok" or record.rank != 0:
+                continue
+            for figure in record.headline:
+                key = (record.benchmark, figure.metric, tuple(sorted(figure.labels.items())))
+                out.setdefault(key, []).append(summarise(figure.samples or [figure.value], figure.better, how))
+    return out
+
+
+def estimate(processes: Sequence[Sequence[ResultRecord]], machine: dict[str, str], command: list[str]) -> Calibration:
+    """The calibration of figures measured in `processes` (each a process's records) of one machine."""
+    best = process_summaries(processes, "best")
+    figures = []
+    for (benchmark, metric, labels), medians in process_summaries(processes, "median").items():
+        if len(medians) < 3:
+            continue  # a spread of two is no estimate
+        median = summarise(medians, None, "median")
+        figures.append(NoiseFigure(benchmark, metric, dict(labels), robust_cv_pct(medians), len(medians), median,
+                                   robust_cv_pct(best[(benchmark, metric, labels)])))  # fmt: skip
+    return Calibration(machine, utc_now().isoformat(), command, len(processes), figures)
+
+
+def calibration_path(results_root: Path, key: str) -> Path:
+    """The file of machine `key`'s calibration."""
+    return results_root / CALIBRATION_FOLDER / f"noise-{key}.json"
+
+
+def parse(data: Mapping[str, Any]) -> Calibration:
+    """A calibration from its plain data; KeyError, TypeError or ValueError when it is not one."""
+    figures = [NoiseFigure(**figure) for figure in data["figures"]]
+    for figure in figures:
+        if not (
+            isinstance(figure.noise_pct, int | float) and math.isfinite(figure.noise_pct) and figure.noise_pct >= 0
+        ):
+            raise ValueError(f"noise_pct {figure.noise_pct!r} of {figure.metric}")
+    return Calibration(
+        dict(data["machine"]), str(data["set_at"]), list(data["command"]), int(data["processes"]), figures
+    )
+
+
+def merged(old: Calibration | None, new: Calibration) -> Calibration:
+    """`new`, keeping the figures of `old` that `new` did not measure (another benchmark or size)."""
+    if old is None:
+        return new
+    kept = [f for key, f in old.lookup().items() if key not in new.lookup()]
+    return Calibration(new.machine, new.set_at, new.command, new.processes, kept + new.figures)
+
+
+def store(results_root: Path, calibration: Calibration) -> Path:
+    """File the calibration under its machine key (atomically), merged with what is there."""
+    path = calibration_path(results_root, calibration.key)
+    try:
+        old = read(path)
+    except UserError:
+        old = None  # a damaged file is replaced, not merged
+    text = jsonio.dumps(merged(old, calibration).to_json(), indent=1) + "\n"
+    write_text_atomic(path, text, "noise calibration")
+    return path
+
+
+def read(path: Path) -> Calibration | None:
+    """The calibration in `path`, None when there is none; a damaged file is a UserError naming it."""
+    if not path.is_file():
+        return None
+    try:
+        return parse(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a noise calibration ({str(exc)[:160]}); run fleetbench noise again") from None
+
+
+def for_machine(results_root: Path, fingerprint: Mapping[str, str]) -> Calibration | None:
+    """This machine's calibration under `results_root`, if one was made."""
+    if not fingerprint:
+        return None
+    return read(calibration_path(results_root, machine_key(fingerprint)))
+
+
+def min_change_pct(floor_pct: float, factor: float, noise_pct: float | None, processes: int) -> float:
+    """The documented rule: max(floor, k x noise x sqrt(2 / n)); the floor alone without a noise figure."""
+    if noise_pct is None:
+        return floor_pct
+    return max(floor_pct, factor * noise_pct * math.sqrt(2.0 / max(1, processes)))
