@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.errors import UserError
+from fleetbench.fsutil import readable_file
 from fleetbench.profile.ncu.rules import RuleResult, from_csv_row, rules_of_action
 from fleetbench.profile.ncu.tensor import TENSOR_METRICS
 
@@ -149,8 +150,7 @@ class NcuReport:
 
 def read_report(path: Path) -> NcuReport:
     """Dispatch on the content: the .ncu-rep magic, else an ncu CSV header row, else ncu's console output."""
-    if not path.is_file():
-        raise UserError(f"report {path} not found; pass a .ncu-rep file, an ncu --csv export or ncu's console output")
+    readable_file(path, "report", "pass a .ncu-rep file, an ncu --csv export or ncu's console output")
     try:
         with path.open("rb") as handle:
             head = handle.read(4)

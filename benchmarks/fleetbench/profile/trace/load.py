@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.errors import UserError
+from fleetbench.fsutil import readable_file
 
 US = 1e-6  # Chrome trace timestamps and durations are microseconds
 DEVICE_CATEGORIES = {
@@ -47,6 +48,7 @@ PROFILE_TRACE_NAMES = {"trace.json", "trace.json.gz"}  # what `fleetbench profil
 # about 1.7e15): larger values, infinities and NaN are skipped, so sums of times stay finite.
 MAX_TIME_US = 1e18
 ID_TYPES = (str, int)  # what a correlation id, pid or tid can be; anything else is written as text
+TRACE_ACCEPTED = "pass a PyTorch profiler Chrome trace (.json or .json.gz)"
 MAX_RANK = 1 << 20  # a distributedInfo.rank beyond this (or below 0) is not a rank: the file name says it
 
 
@@ -60,8 +62,7 @@ def load_trace(path: Path) -> dict[str, Any]:
 
     Raises UserError when the file is missing, unreadable or not a Chrome trace.
     """
-    if not path.is_file():
-        raise UserError(f"trace {path} not found; pass a PyTorch profiler Chrome trace (.json or .json.gz)")
+    readable_file(path, "trace", TRACE_ACCEPTED)
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rt", encoding="utf-8") as handle:
@@ -107,10 +108,8 @@ def find_traces(paths: Sequence[Path]) -> list[Path]:
             if not traces:
                 raise UserError(f"no traces in folder {path}: looked for rank-<N>.*.json[.gz] and *.pt.trace.json[.gz]")
             found.extend(traces)
-        elif path.is_file():
-            found.append(path)
         else:
-            raise UserError(f"trace {path} not found; pass a PyTorch profiler Chrome trace (.json or .json.gz)")
+            found.append(readable_file(path, "trace", TRACE_ACCEPTED))
     return found
 
 
