@@ -150,7 +150,9 @@ FILE_CASES = [
     config("c.yaml", "expected a single document", "probe: {}\n---\ntrain: {}\n", "yaml-two-documents"),
     config("config", "unsupported config format '(none)'", "probe: {}\n", "config-no-suffix"),
     BadInput("config-fifo", probe("--config", "{tmp}/c.yaml"), "is not a regular file", prepare=_fifo),
-    config("c.yaml", "c.yaml: probe: a section holds keys (copy_mib, device, ", "probe: 5\n", "yaml-section-not-mapping"),
+    config(
+        "c.yaml", "c.yaml: probe: a section holds keys (copy_mib, device, ", "probe: 5\n", "yaml-section-not-mapping"
+    ),
     config("c.yaml", "run.run_id: Input should be a valid string", "run:\n  run_id: 2024-01-01\n", "yaml-date-run-id"),
     config(
         "c.yaml",
