@@ -1,18 +1,27 @@
 """One check for every bad input the suite is tried with: one line, exit 2, no traceback, nothing written.
 
 A case names the files to create in an empty folder, the CLI arguments (`{tmp}` is that folder), the
-environment, and a fragment the one error line must contain. `check` runs the real console entry
-point in a subprocess (as a user would) with HOME and the state folders inside a second temporary
-folder, then asserts the property. Every test module under tests/bad_input/ lists its cases in
-`CASES`; tests/bad_input/test_count.py counts them.
+environment, and a fragment the one error line must contain. `check` runs the console entry point's
+`main()` in this process, as a process would see it: the case's folder as working directory, only the
+case's environment, HOME and the state folders inside a second temporary folder, and file descriptors
+1 and 2 caught (so a child process's output counts too); then it asserts the property. A case whose
+input could take the interpreter down with it (a runtime that aborts) runs in a subprocess
+(`own_process`); tests/test_cli_safety_net.py runs the installed entry point itself. In-process, each
+case costs what its command does rather than an interpreter and torch's import (about 10x less).
+Every test module under tests/bad_input/ lists its cases in `CASES`; tests/bad_input/test_count.py
+counts them.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,6 +40,7 @@ class BadInput:
     prepare: Callable[[Path], None] | None = None  # extra setup (permissions, a socket held open, ...)
     # paths (relative to the folder) that existed before and may change: e.g. a spool the command consumes
     may_change: tuple[str, ...] = ()
+    own_process: bool = False  # run in a subprocess: the input could end the interpreter itself
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -57,9 +67,9 @@ def _create(case: BadInput, tmp: Path) -> None:
         case.prepare(tmp)
 
 
-def run(case: BadInput, tmp: Path, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """Run `python -m fleetbench ARGS` in tmp as a user would, HOME and state folders under `home`."""
-    # the developer's own FLEETBENCH_* settings must not leak into the case (an unknown one adds a warning line)
+def case_environment(case: BadInput, tmp: Path, home: Path) -> dict[str, str]:
+    """The environment a case runs in: this one without the developer's FLEETBENCH_* settings (an
+    unknown one adds a warning line), HOME and the state folders under `home`, then the case's own."""
     env = {
         **{key: value for key, value in os.environ.items() if not key.startswith("FLEETBENCH_")},
         "FLEETBENCH_PUSHGATEWAY": "",
@@ -68,14 +78,88 @@ def run(case: BadInput, tmp: Path, home: Path, timeout: float = 120) -> subproce
         "XDG_CACHE_HOME": str(home / "cache"),
     }
     env.update({key: value.replace("{tmp}", str(tmp)) for key, value in case.env.items()})
-    return subprocess.run(
-        [sys.executable, "-m", "fleetbench", *(a.replace("{tmp}", str(tmp)) for a in case.args)],
-        cwd=tmp,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return env
+
+
+def run(case: BadInput, tmp: Path, home: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the case's command in tmp as a user would: in this process, or in its own (`own_process`)."""
+    args = [a.replace("{tmp}", str(tmp)) for a in case.args]
+    env = case_environment(case, tmp, home)
+    if case.own_process:
+        return subprocess.run(
+            [sys.executable, "-m", "fleetbench", *args],
+            cwd=tmp,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    return run_in_process(args, tmp, env)
+
+
+def run_in_process(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`main(args)` with `cwd` and exactly `env`, stdin empty, fds 1 and 2 caught; all put back after."""
+    from fleetbench.cli.main import main
+
+    with _process_state(cwd, env), _caught_output() as caught:
+        try:
+            code = main(args)
+        except SystemExit as exc:  # argparse's own exit (--help, a usage error)
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if isinstance(exc.code, str):
+                print(exc.code, file=sys.stderr)
+    return subprocess.CompletedProcess(args, code, caught["stdout"], caught["stderr"])
+
+
+@contextlib.contextmanager
+def _process_state(cwd: Path, env: dict[str, str]) -> Iterator[None]:
+    """What a process starts with and a command may change: the environment, the working directory,
+    stdin, and the fleetbench logger main() sets up."""
+    saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
+    logger = logging.getLogger("fleetbench")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.stdin = io.StringIO("")
+    try:
+        yield
+    finally:
+        sys.stdin = saved_stdin
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+@contextlib.contextmanager
+def _caught_output() -> Iterator[dict[str, str]]:
+    """File descriptors 1 and 2 (and sys.stdout/stderr on them) into files; their text afterwards."""
+    caught: dict[str, str] = {}
+    saved_streams = sys.stdout, sys.stderr
+    with tempfile.TemporaryFile() as out_file, tempfile.TemporaryFile() as err_file:
+        for stream in saved_streams:
+            stream.flush()
+        saved_fds = os.dup(1), os.dup(2)
+        os.dup2(out_file.fileno(), 1)
+        os.dup2(err_file.fileno(), 2)
+        sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+        try:
+            yield caught
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.stdout, sys.stderr = saved_streams
+            os.dup2(saved_fds[0], 1)
+            os.dup2(saved_fds[1], 2)
+            for fd in saved_fds:
+                os.close(fd)
+            for name, file in (("stdout", out_file), ("stderr", err_file)):
+                file.seek(0)
+                caught[name] = file.read().decode("utf-8", errors="backslashreplace")
 
 
 def check(case: BadInput, tmp: Path, home: Path) -> subprocess.CompletedProcess[str]:

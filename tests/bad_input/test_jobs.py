@@ -164,6 +164,7 @@ PROFILE_CASES = [
         "profile.module 'tools' is a package without a __main__ module",
         files={"tools/__init__.py": ""},
         env=NO_BYTECODE,
+        own_process=True,  # imports the user's module: sys.path and sys.modules are the process's
     ),
     BadInput(
         "job-profile-module-raises",
@@ -171,6 +172,7 @@ PROFILE_CASES = [
         "module broken failed: RuntimeError: not configured at /",
         files={"broken.py": "raise RuntimeError('not configured')\n"},
         env=NO_BYTECODE,
+        own_process=True,  # imports the user's module: sys.path and sys.modules are the process's
     ),
     BadInput(
         "job-profile-module-parent-raises",
@@ -178,6 +180,7 @@ PROFILE_CASES = [
         "profile.module 'pkg.job': importing its package failed: ImportError: missing",
         files={"pkg/__init__.py": "raise ImportError('missing')\n", "pkg/job.py": ""},
         env=NO_BYTECODE,
+        own_process=True,  # imports the user's module: sys.path and sys.modules are the process's
     ),
     BadInput("job-profile-module-bad-name", ("profile", "--module", "1st.module"), "profile.module: String should"),
     BadInput(
