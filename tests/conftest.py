@@ -29,10 +29,51 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"CI is set and {reason}")
 
 
+# Session fixtures that start something costly once per process: a test that uses one runs in the
+# worker that has it (pytest-xdist, `make pytest`), so each starts once per session, not per worker.
+DOCKER_FIXTURES = frozenset({"engine", "base_seconds", "images"})
+SERVICE_FIXTURES = frozenset({"stack", "prometheus", "demo_run"})
+
+
+def worker_group(module: list[pytest.Item]) -> tuple[int, str]:
+    """Where a test module's tests run under `--dist loadgroup`, and how early it is sent out.
+
+    A whole module goes to one worker (its module fixtures, a training run several tests read, are
+    made once): all Docker modules to one, all modules on the Prometheus stack to one, any other
+    module on its own. The longest work goes first, so the other worker takes the many short modules
+    meanwhile: the Docker group, the stack's group, then modules with `slow` tests, then the rest.
+    """
+    names = {name for item in module for name in item.fixturenames}
+    if names & DOCKER_FIXTURES or any(item.get_closest_marker("docker") for item in module):
+        return 0, "docker"
+    if names & SERVICE_FIXTURES:
+        return 1, "services"
+    path = module[0].nodeid.split("::", 1)[0]
+    return (2 if any(item.get_closest_marker("slow") for item in module) else 3), path
+
+
+def schedule_for_workers(items: list[pytest.Item]) -> None:
+    """Mark each module's tests with its worker group and order the items longest group first."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered: list[tuple[int, int, pytest.Item]] = []
+    for position, module in enumerate(modules.values()):
+        rank, group = worker_group(module)
+        for item in module:
+            item.add_marker(pytest.mark.xdist_group(group))
+            ordered.append((rank, position, item))
+    ordered.sort(key=lambda entry: (entry[0], entry[1]))  # stable: collection order within a module
+    items[:] = [item for _, _, item in ordered]
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`realdata` tests skip, saying where the data was looked for, when it is absent (a plain clone)."""
+    """Worker groups and order (`schedule_for_workers`); `realdata` tests skip, saying where the data
+    was looked for, when it is absent (a plain clone)."""
     from testdata import missing_reason
 
+    schedule_for_workers(items)
     reason = missing_reason()
     if reason is None:
         return

@@ -18,7 +18,8 @@ import pytest
 
 from fleetbench.errors import UserError
 from fleetbench.profile.ncu.console import DISPLAY, looks_like_console, read_ncu_console
-from fleetbench.profile.ncu.readers import WANTED, read_report
+from fleetbench.profile.ncu.model import WANTED
+from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from testdata import get_test_data_dir
 

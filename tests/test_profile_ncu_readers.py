@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from fleetbench.errors import UserError
-from fleetbench.profile.ncu.readers import WANTED, normalise_unit, parse_value, read_report
+from fleetbench.profile.ncu.model import WANTED, normalise_unit, parse_value
+from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from testdata import get_test_data_dir, listed
 

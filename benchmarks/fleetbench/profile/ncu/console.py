@@ -22,12 +22,12 @@ kernel and launch shape with the minimum, maximum and average of its invocations
 Each entry becomes one KernelResult standing for its K invocations (`invocations`) with the
 averages as its figures (format `console-summary`); such a summary prints no rule results.
 
-Rows become the metrics of `WANTED` (readers.py) through their display names (readers.DISPLAY), with
+Rows become the metrics of `WANTED` (model.py) through their display names (model.DISPLAY), with
 the unit the table prints converted to ncu's base unit; a row whose unit is not the one its metric
 has is some other figure ("Memory Throughput" in byte/second, Memory Workload Analysis', is the
 DRAM bytes per second, in % the speed-of-light's memory SOL). A row named by an ncu metric itself
 (`ncu --metrics ...`, "Command line profiler metrics") is taken when the metric is in WANTED. `n/a`
-is absent, `nan` is ncu's "failed to measure" (readers.parse_value); a text where a number belongs,
+is absent, `nan` is ncu's "failed to measure" (model.parse_value); a text where a number belongs,
 a negative figure and a metric given twice with two values are left out with a warning. The console
 names no rule identifiers: each paragraph becomes a RuleResult whose rule and section are the
 section's title. "Est. Speedup" is ncu's global estimate, "Est. Local Speedup" the one within the
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleetbench.errors import UserError
-from fleetbench.profile.ncu.readers import (
+from fleetbench.profile.ncu.model import (
     COMPUTE_SOL,
     DISPLAY,
     DRAM_HZ,

@@ -57,7 +57,8 @@ from fleetbench.profile.classify import (
 from fleetbench.profile.datasheet import DatasheetPeak, datasheet_peak, unknown_gpu
 from fleetbench.profile.names import label, short_name
 from fleetbench.profile.ncu.guidance import bottleneck, disagreement, headline, nvidia_verdict
-from fleetbench.profile.ncu.readers import FLOP_OPS, KernelResult, NcuReport, read_report
+from fleetbench.profile.ncu.model import FLOP_OPS, KernelResult, NcuReport
+from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.rules import RuleResult
 from fleetbench.profile.ncu.tensor import TensorWork, tensor_work
 
