@@ -11,6 +11,8 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,ncu,mobile,compare
 RESULTS ?= results
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make pytest` (0: one process); tests/conftest.py:worker_group says which tests share one
+PYTEST_WORKERS ?= 2
 export TORCH_SPEC EXTRAS VENV
 
 .PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
@@ -42,9 +44,9 @@ fmt: setup ## rewrite benchmarks tests scripts: ruff's safe fixes (imports, upgr
 	$(VENV)/bin/ruff check --fix-only benchmarks tests scripts
 	$(VENV)/bin/ruff format benchmarks tests scripts
 
-pytest: setup ## pytest only (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
+pytest: setup ## pytest only, PYTEST_WORKERS=2 processes (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
 	@bash scripts/dockerd.sh || echo "no Docker engine could start: docker tests will skip"
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 TEST_DATA ?= $(FLEETBENCH_TEST_DATA)
 test-data: setup ## fetch the third-party test data (real profiler outputs) by commit into TEST_DATA=DIR, checked
