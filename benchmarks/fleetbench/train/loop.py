@@ -36,7 +36,16 @@ from fleetbench.train import step_rows
 from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
 from fleetbench.train.decoder import Decoder, param_counts
-from fleetbench.train.flops import Peak, cpu_peak_file, flops_per_token, mfu, resolve_peak, store_cpu_peak
+from fleetbench.train.flops import (
+    Peak,
+    cpu_peak_file,
+    flops_per_token,
+    measured_cpu_peak,
+    mfu,
+    resolve_peak,
+    store_cpu_peak,
+    stored_cpu_peak,
+)
 from fleetbench.train.handoff import report_run_id
 from fleetbench.train.history import HISTORY_FILE, HistoryWriter, StepRow, read_history
 from fleetbench.train.knobs import BuildMeter, StepProbe, compile_report, probe_step
@@ -187,6 +196,30 @@ def grad_norm(model: Decoder, clip: float | None) -> torch.Tensor:
     return full() if full is not None else norm
 
 
+def agreed_cpu_peak(dtype_name: str, threads: int, stored_at: Path, local_rank: int) -> Peak:
+    """The CPU peak every rank divides by, so that MFU does not differ by rank (a collective call).
+
+    Where every rank's machine has one stored, the best stored one. Where any has none, every rank
+    measures at once (sharing the cores as they will train), all take the best, and each machine
+    keeps it for later runs. Deciding together matters: ranks on two machines, one with a stored
+    peak and one without, would otherwise wait on different collectives for ever.
+    """
+    stored = stored_cpu_peak(stored_at, dtype_name, threads)
+    found = torch.tensor(
+        [1.0 if stored is None else 0.0, 0.0 if stored is None else stored.flop_per_second], dtype=torch.float64
+    )
+    dist.all_reduce(found, op=dist.ReduceOp.MAX)  # [any rank without one, the best stored]
+    if stored is not None and float(found[0]) == 0.0:
+        return Peak(float(found[1]), stored.source)
+    measured = measured_cpu_peak(dtype_name, threads)
+    best = torch.tensor([measured.flop_per_second], dtype=torch.float64)
+    dist.all_reduce(best, op=dist.ReduceOp.MAX)
+    peak = Peak(float(best), measured.source + f", best of {dist.get_world_size()} rank(s)")
+    if local_rank == 0:  # one writer per machine: later runs there divide by the same peak
+        store_cpu_peak(stored_at, dtype_name, threads, peak)
+    return peak
+
+
 class Trainer:
     """One rank's training run: builds the model, resumes, steps, records, checkpoints and summarises."""
 
@@ -273,19 +306,16 @@ class Trainer:
 
         dist.barrier()  # ranks measure the CPU peak together, as they will train: sharing the cores
         dtype_name = str(self.dtype).removeprefix("torch.")
-        stored = cpu_peak_file(run.results_root, run.identity.host)
-        peak, warning = resolve_peak(
-            self.device.backend, self.device.name, dtype_name, self.threads, cfg.peak_flops, stored
-        )
-        if warning:
-            self.note(warning, logging.WARNING)
-        if peak is not None and peak.source.startswith("measured"):
-            # Ranks sharing a machine measure slightly different peaks; MFU must not differ by rank.
-            best = torch.tensor([peak.flop_per_second], dtype=torch.float64)
-            dist.all_reduce(best, op=dist.ReduceOp.MAX)
-            peak = Peak(float(best), peak.source + f", best of {self.world} rank(s)")
-            if self.rank == 0:  # measured once per machine: later runs divide by the same peak
-                store_cpu_peak(stored, dtype_name, self.threads, peak)
+        if self.device.backend == "cpu" and cfg.peak_flops is None:
+            peak: Peak | None = agreed_cpu_peak(
+                dtype_name, self.threads, cpu_peak_file(run.results_root, run.identity.host), self.env.local_rank
+            )
+        else:
+            peak, warning = resolve_peak(
+                self.device.backend, self.device.name, dtype_name, self.threads, cfg.peak_flops
+            )
+            if warning:
+                self.note(warning, logging.WARNING)
         if peak is not None:
             metrics.set("fleetbench_train_peak_flop_per_second", peak.flop_per_second)
         self.note(
