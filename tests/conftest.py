@@ -67,20 +67,31 @@ def schedule_for_workers(items: list[pytest.Item]) -> None:
     items[:] = [item for _, _, item in ordered]
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups off the items
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)  # runs before every plugin's own: pytest-xdist reads the groups in its
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     """Worker groups and order (`schedule_for_workers`); `realdata` tests skip, saying where the data
     was looked for, when it is absent (a plain clone)."""
     from testdata import missing_reason
 
     schedule_for_workers(items)
     reason = missing_reason()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if item.get_closest_marker("realdata"):
-            item.add_marker(skip)
+    if reason is not None:
+        skip = pytest.mark.skip(reason=reason)
+        for item in items:
+            if item.get_closest_marker("realdata"):
+                item.add_marker(skip)
+    yield
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under `--dist loadgroup` every test id must carry its group: where pytest-xdist's grouping did not
+    take (a pytest it does not support), the groups would split and each worker start Docker."""
+    grouped = getattr(session.config.option, "loadgroup", False)  # set in pytest-xdist workers only
+    if grouped and session.items and "@" not in session.items[0].nodeid:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group the tests ({session.items[0].nodeid} has no @group): "
+            "use the pytest version pyproject.toml pins (make setup)"
+        )
 
 
 @pytest.fixture(scope="session")
