@@ -13,42 +13,18 @@ few hundred floats), so meta-device init needs no buffer fix-up.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from fleetbench.train.plan import ModelShape
-
-# Llama 3.1's RoPE frequency scaling, as torchtitan's RoPE.Config defaults it.
-ROPE_SCALING_FACTOR = 8.0
-ROPE_LOW_FREQ_FACTOR = 1.0
-ROPE_HIGH_FREQ_FACTOR = 4.0
-ROPE_ORIGINAL_CONTEXT = 8192
-
-
-def rope_scale_factors(head_dim: int, theta: float) -> torch.Tensor:
-    """Per frequency, what Llama 3's scaling divides the base frequency by (1 for high frequencies).
-
-    The same numbers llama.cpp reads from a GGUF's `rope_freqs.weight` and MLX's `mx.fast.rope`
-    takes (times the base periods) as `freqs`.
-    """
-    base = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-    wavelen = 2 * math.pi / base
-    low_wavelen = ROPE_ORIGINAL_CONTEXT / ROPE_LOW_FREQ_FACTOR
-    high_wavelen = ROPE_ORIGINAL_CONTEXT / ROPE_HIGH_FREQ_FACTOR
-    smooth = (ROPE_ORIGINAL_CONTEXT / wavelen - ROPE_LOW_FREQ_FACTOR) / (ROPE_HIGH_FREQ_FACTOR - ROPE_LOW_FREQ_FACTOR)
-    smoothed = 1.0 / ((1 - smooth) / ROPE_SCALING_FACTOR + smooth)
-    factors = torch.where(wavelen > low_wavelen, torch.full_like(base, ROPE_SCALING_FACTOR), smoothed)
-    return torch.where(wavelen < high_wavelen, torch.ones_like(base), factors)
+from fleetbench.train.rope import rope_inverse_frequencies
 
 
 def rope_frequencies(head_dim: int, theta: float, device: torch.device | None = None) -> torch.Tensor:
     """Inverse frequencies of each rotated pair, Llama 3 scaling applied (head_dim / 2 floats)."""
-    base = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
-    return (base / rope_scale_factors(head_dim, theta)).to(device)
+    return torch.from_numpy(rope_inverse_frequencies(head_dim, theta)).to(device)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

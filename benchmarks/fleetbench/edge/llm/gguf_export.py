@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from fleetbench.train.llama import ROPE_ORIGINAL_CONTEXT, Llama, rope_scale_factors
+from fleetbench.train.llama import Llama
+from fleetbench.train.rope import ROPE_ORIGINAL_CONTEXT, rope_scale_factors
 
 GgufType = Literal["f32", "f16", "q8_0"]
 GGUF_TYPES: tuple[GgufType, ...] = ("f32", "f16", "q8_0")
@@ -107,7 +108,7 @@ def export_gguf(model: Llama, path: Path, dtype: GgufType, name: str = "fleetben
     writer.add_vocab_size(shape.vocab_size)
     writer.add_file_type(file_type)
     _tokenizer(writer, gguf, shape.vocab_size)
-    writer.add_tensor("rope_freqs.weight", rope_scale_factors(shape.head_dim, shape.rope_theta).numpy())
+    writer.add_tensor("rope_freqs.weight", rope_scale_factors(shape.head_dim, shape.rope_theta))
     for param_name, tensor in model.state_dict().items():
         data, kind = _tensor(gguf, tensor.detach().float().cpu().numpy(), dtype)
         writer.add_tensor(gguf_name(param_name), data, raw_dtype=kind)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import mlx.core as mx
 import mlx.nn as nn
 
-from fleetbench.train.llama import Llama, rope_frequencies
 from fleetbench.train.plan import ModelShape
+from fleetbench.train.rope import rope_inverse_frequencies
+
+if TYPE_CHECKING:
+    from fleetbench.train.llama import Llama
 
 MlxType = Literal["f32", "f16"]
 MLX_TYPES: tuple[MlxType, ...] = ("f32", "f16")
@@ -36,7 +39,7 @@ class Attention(nn.Module):  # type: ignore[misc]
         self.wk = nn.Linear(shape.dim, shape.n_kv_heads * shape.head_dim, bias=False)
         self.wv = nn.Linear(shape.dim, shape.n_kv_heads * shape.head_dim, bias=False)
         self.wo = nn.Linear(shape.heads * shape.head_dim, shape.dim, bias=False)
-        self._periods = mx.array((1.0 / rope_frequencies(shape.head_dim, shape.rope_theta)).numpy())
+        self._periods = mx.array(1.0 / rope_inverse_frequencies(shape.head_dim, shape.rope_theta))
 
     def __call__(self, x: mx.array, cache: list[Any] | None) -> mx.array:
         """Attention over (batch, seq, dim) after the `cache`'s positions (appended to in place)."""
