@@ -289,7 +289,7 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Largest |logit - eager PyTorch logit| over the prompt, divided by the largest |eager logit|",
               "runtime", "dtype", better="lower"),
         _spec("fleetbench_edge_llm_agreement", "gauge", "count",
-              "1 when the runtime's logits are within the dtype's tolerance and (f32) its greedy tokens equal eager's",
+              "One (1) when the runtime's logits are within the dtype's tolerance and (f32) its greedy tokens equal eager's",
               "runtime", "dtype"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),

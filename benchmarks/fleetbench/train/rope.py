@@ -36,4 +36,5 @@ def rope_scale_factors(head_dim: int, theta: float) -> np.ndarray:
 
 def rope_inverse_frequencies(head_dim: int, theta: float) -> np.ndarray:
     """Inverse frequencies with Llama 3 scaling applied."""
-    return (base_frequencies(head_dim, theta) / rope_scale_factors(head_dim, theta)).astype(np.float32)
+    inverse: np.ndarray = (base_frequencies(head_dim, theta) / rope_scale_factors(head_dim, theta)).astype(np.float32)
+    return inverse

@@ -22,23 +22,21 @@ def _mib(value: int) -> str:
 
 
 def _cells(row: LlmRow) -> list[str]:
-    mode = "mmap" if row.mmap else "read-in"
+    mode = "mmap" if row.mmap else "read"
     if not row.ok:
-        return [row.runtime, row.dtype, mode, *["-"] * 10, f"[red]{row.error}[/]"]
+        return [row.runtime, row.dtype, mode, *["-"] * 8, f"[red]{row.error}[/]"]
     agrees = "[green]yes[/]" if row.agrees else "[red]NO[/]"
     return [
         row.runtime,
         row.dtype,
         mode,
-        f"{_num(row.pp['p50'])} / {_num(row.pp['p90'])} / {_num(row.pp['p99'])}",
-        f"{_num(row.tg['p50'], 1)} / {_num(row.tg['p90'], 1)} / {_num(row.tg['p99'], 1)}",
+        f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
+        f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}",
         _num(row.ttft["p50"] * 1e3, 1),
         _num(row.load_s * 1e3, 1),
-        _mib(row.rss_after_load_bytes),
-        _mib(row.peak_rss_bytes),
-        str(row.tries),
-        _num(row.cv * 100, 1),
-        f"{row.logit_error:.1e}",
+        f"{_mib(row.rss_after_load_bytes)}/{_mib(row.peak_rss_bytes)}",
+        f"{row.tries} {_num(row.cv * 100, 1)}%",
+        f"{row.logit_error:.0e}",
         f"{row.greedy_equal}/{row.greedy_total}",
         agrees,
     ]
@@ -50,27 +48,25 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         return
     table = Table(
         title=f"edge llm: {outcome.model} ({outcome.params / 1e6:.1f}M params), pp{outcome.prompt_tokens} "
-        f"tg{outcome.gen_tokens}, {outcome.threads} threads; tokens/s p50 / p90 / p99",
+        f"tg{outcome.gen_tokens}, {outcome.threads} threads (tok/s p50/p99; p90 in the record)",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
     )
     for column in (
         "runtime",
         "dtype",
-        "load",
+        "weights",
         "pp tok/s",
         "tg tok/s",
         "TTFT ms",
         "load ms",
-        "RSS load MiB",
-        "RSS peak MiB",
-        "tries",
-        "CV %",
+        "RSS MiB load/peak",
+        "tries CV",
         "logit err",
         "greedy",
-        "agrees",
+        "ok",
     ):
-        table.add_column(column, justify="left" if column in ("runtime", "dtype", "load", "agrees") else "right")
+        table.add_column(column, justify="left" if column in ("runtime", "dtype", "weights", "ok") else "right")
     for row in outcome.rows:
         table.add_row(*_cells(row))
     console.print(table)

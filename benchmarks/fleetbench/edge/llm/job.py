@@ -13,6 +13,7 @@ f16 and 5e-2 for q8_0 (measured on llama3-debug: 1.5e-5, 4e-4 to 8e-4, 1.1e-2).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -121,7 +122,7 @@ def export_all(
             if runtime == "llama.cpp":
                 from fleetbench.edge.llm.gguf_export import export_gguf
 
-                exports[runtime, dtype] = export_gguf(model, folder / f"model-{dtype}.gguf", dtype)  # type: ignore[arg-type]
+                exports[runtime, dtype] = export_gguf(model, folder / f"model-{dtype}.gguf", dtype)
             else:
                 from fleetbench.edge.llm.mlx_model import export_mlx
 
@@ -219,7 +220,7 @@ def _measure(
                 "cv_target": cfg.cv_target,
                 "logits_out": str(logits_path),
             }
-            out, _thermal = watch.around(lambda spec=spec: _run_worker(spec, scratch))
+            out, _thermal = watch.around(functools.partial(_run_worker, spec, scratch))
             row = LlmRow(runtime, dtype, mmap)
             _fill(row, out, ref[0], ref[1], logits_path)
             rows.append(row)

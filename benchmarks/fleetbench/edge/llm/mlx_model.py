@@ -41,7 +41,7 @@ class Attention(nn.Module):  # type: ignore[misc]
         self.wo = nn.Linear(shape.heads * shape.head_dim, shape.dim, bias=False)
         self._periods = mx.array(1.0 / rope_inverse_frequencies(shape.head_dim, shape.rope_theta))
 
-    def __call__(self, x: mx.array, cache: list[Any] | None) -> mx.array:
+    def __call__(self, x: mx.array, cache: list[Any] | None) -> Any:
         """Attention over (batch, seq, dim) after the `cache`'s positions (appended to in place)."""
         batch, seq, _ = x.shape
         q = self.wq(x).reshape(batch, seq, self.heads, -1).transpose(0, 2, 1, 3)
@@ -69,7 +69,7 @@ class FeedForward(nn.Module):  # type: ignore[misc]
         self.w2 = nn.Linear(hidden, dim, bias=False)
         self.w3 = nn.Linear(dim, hidden, bias=False)
 
-    def __call__(self, x: mx.array) -> mx.array:
+    def __call__(self, x: mx.array) -> Any:
         """The gated MLP of (..., dim)."""
         return self.w2(nn.silu(self.w1(x)) * self.w3(x))
 
@@ -84,7 +84,7 @@ class Block(nn.Module):  # type: ignore[misc]
         self.ffn_norm = nn.RMSNorm(shape.dim, eps=shape.norm_eps)
         self.feed_forward = FeedForward(shape.dim, shape.ffn_dim)
 
-    def __call__(self, x: mx.array, cache: list[Any] | None) -> mx.array:
+    def __call__(self, x: mx.array, cache: list[Any] | None) -> Any:
         """The block on (batch, seq, dim)."""
         h = x + self.attention(self.attention_norm(x), cache)
         return h + self.feed_forward(self.ffn_norm(h))
@@ -100,7 +100,7 @@ class MlxLlama(nn.Module):  # type: ignore[misc]
         self.norm = nn.RMSNorm(shape.dim, eps=shape.norm_eps)
         self.output = nn.Linear(shape.dim, shape.vocab_size, bias=False)
 
-    def __call__(self, tokens: mx.array, cache: list[list[Any]] | None = None) -> mx.array:
+    def __call__(self, tokens: mx.array, cache: list[list[Any]] | None = None) -> Any:
         """Logits (batch, seq, vocab) of (batch, seq) token ids; `cache` is one list per layer."""
         x = self.tok_embeddings(tokens)
         for i, layer in enumerate(self.layers):
@@ -131,6 +131,7 @@ def load_mlx(folder: Path, mmap: bool = True) -> MlxLlama:
         import io
 
         weights = mx.load(io.BytesIO(path.read_bytes()), format="safetensors")
+    assert isinstance(weights, dict)  # a safetensors file loads as a name -> array mapping
     model.load_weights(list(weights.items()))
     mx.eval(model.parameters())
     return model

@@ -60,7 +60,7 @@ class LlamaCppSession:
 
     def prefill(self, tokens: list[int]) -> np.ndarray:
         """See Session."""
-        self.llm.reset()
+        self.llm.reset()  # type: ignore[no-untyped-call]
         self.llm.eval(tokens)
         return self._last()
 

@@ -40,8 +40,8 @@ def build_llama(
 def _load(model: Llama, checkpoint: Path) -> None:
     """Weights from a DCP step folder (its `.metadata`) or a consolidated state dict file; UserError if they do not fit."""
     if checkpoint.is_dir():
-        from torch.distributed.checkpoint import FileSystemReader
         from torch.distributed.checkpoint import state_dict_loader as dcp_loader
+        from torch.distributed.checkpoint.filesystem import FileSystemReader
 
         if not (checkpoint / ".metadata").is_file():
             raise UserError(f"checkpoint {checkpoint} has no .metadata; accepted: a DCP step folder (step_NNNNNNNN)")
