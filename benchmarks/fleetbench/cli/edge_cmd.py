@@ -78,13 +78,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     llm = sub.add_parser(
         "llm",
-        help="the llama model exported to llama.cpp (GGUF) and MLX, run side by side: pp/tg tok/s, TTFT, load, RSS",
+        help="the llama model exported to llama.cpp (GGUF), MLX and ExecuTorch, side by side: pp/tg tok/s, TTFT, load, RSS",
     )
     add_run_options(llm)
     group = llm.add_argument_group("llm")
     group.add_argument("--preset", help="llama3-debug (default) or llama3-8b")
     group.add_argument("--checkpoint", type=Path, metavar="PATH", help="a trainer checkpoint (default: a fresh init)")
-    group.add_argument("--runtimes", metavar="LIST", help="llama.cpp,mlx (default: both)")
+    group.add_argument("--runtimes", metavar="LIST", help="llama.cpp,mlx,executorch (default: all three)")
     group.add_argument("--dtypes", metavar="LIST", help="f32,f16,q8_0 (default: all; q8_0 is llama.cpp's)")
     group.add_argument("--prompt-tokens", type=int, metavar="N", help="pp: prompt length (default 128)")
     group.add_argument("--gen-tokens", type=int, metavar="N", help="tg: tokens generated (default 32)")

@@ -45,7 +45,7 @@ THERMAL_SOURCES: tuple[str, ...] = get_args(ThermalSource)
 EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
 
 
-LlmRuntime = Literal["llama.cpp", "mlx"]
+LlmRuntime = Literal["llama.cpp", "mlx", "executorch"]
 LLM_RUNTIMES: tuple[str, ...] = get_args(LlmRuntime)
 LlmDtype = Literal["f32", "f16", "q8_0"]
 
@@ -59,9 +59,11 @@ class EdgeLlmConfig(StrictModel):
     checkpoint: Path | None = Field(
         default=None, description="a trainer checkpoint (DCP step folder or state dict file); unset: a fresh init"
     )
-    runtimes: list[LlmRuntime] = Field(default=["llama.cpp", "mlx"], min_length=1, max_length=2)
+    runtimes: list[LlmRuntime] = Field(
+        default=["llama.cpp", "mlx", "executorch"], min_length=1, max_length=3, description="executorch: prefill only"
+    )
     dtypes: list[LlmDtype] = Field(
-        default=["f32", "f16", "q8_0"], min_length=1, max_length=3, description="q8_0: llama.cpp only"
+        default=["f32", "f16", "q8_0"], min_length=1, max_length=3, description="q8_0: llama.cpp; executorch: f32"
     )
     mmap: list[bool] = Field(
         default=[True, False], min_length=1, max_length=2, description="memory-mapped and/or read-in weights"

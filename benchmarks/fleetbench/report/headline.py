@@ -144,7 +144,8 @@ def _edge_llm_line(summary: dict[str, Any]) -> list[str]:
             continue
         mode = "mmap" if row.get("mmap") else "read-in"
         parts.append(
-            f"{row['runtime']} {row['dtype']} {mode}: pp {float(row['pp']['p50']):.0f} tg {float(row['tg']['p50']):.1f} "
+            f"{row['runtime']} {row['dtype']} {mode}: pp {float(row['pp']['p50']):.0f} "
+            f"tg {float(row['tg']['p50']) if row.get('tg') else float('nan'):.1f} "
             f"tok/s, load {human(float(row['load_s']), 'seconds')}, {'agrees' if row.get('agrees') else 'WRONG'}"
         )
     return parts

@@ -31,7 +31,7 @@ def _cells(row: LlmRow) -> list[str]:
         row.dtype,
         mode,
         f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
-        f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}",
+        f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}" if row.tg else "-",
         _num(row.ttft["p50"] * 1e3, 1),
         _num(row.load_s * 1e3, 1),
         f"{_mib(row.rss_after_load_bytes)}/{_mib(row.peak_rss_bytes)}",

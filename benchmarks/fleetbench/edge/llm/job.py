@@ -38,7 +38,8 @@ TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "q8_0": 5e-2}
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 # What this host cannot run, said instead of faked.
 METAL_REASON = "needs macOS on Apple silicon (Metal); this host runs the CPU build"
-DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16")}
+DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16"), "executorch": ("f32",)}
+NO_DECODE = "executorch: the .pte is exported at the prompt's length without a key/value cache (prefill only)"
 WORKER_TIMEOUT_S = 1800
 
 log = logging.getLogger(__name__)
@@ -119,7 +120,9 @@ def export_all(
             if dtype not in DTYPES_OF[runtime]:
                 skipped.append((f"{runtime} {dtype}", f"{runtime} export writes {', '.join(DTYPES_OF[runtime])}"))
                 continue
-            if runtime == "llama.cpp":
+            if runtime == "executorch":
+                exports[runtime, dtype] = _export_pte(model, cfg, folder)
+            elif runtime == "llama.cpp":
                 from fleetbench.edge.llm.gguf_export import export_gguf
 
                 exports[runtime, dtype] = export_gguf(model, folder / f"model-{dtype}.gguf", dtype)
@@ -127,8 +130,25 @@ def export_all(
                 from fleetbench.edge.llm.mlx_model import export_mlx
 
                 exports[runtime, dtype] = export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
-        skipped.append((f"{runtime} Metal", METAL_REASON) if sys.platform != "darwin" else ("", ""))
+        if runtime == "executorch":
+            skipped.append(("executorch tg", NO_DECODE))
+        else:
+            skipped.append((f"{runtime} Metal", METAL_REASON) if sys.platform != "darwin" else ("", ""))
     return exports, [s for s in skipped if s[0]]
+
+
+def _export_pte(model: Any, cfg: EdgeLlmConfig, folder: Path) -> Path:
+    """The model at the prompt's length, lowered to XNNPACK (the .pte path `edge export` uses)."""
+    import torch
+
+    from fleetbench.edge import pte
+    from fleetbench.edge.model_factory import BuiltModel
+
+    tokens = torch.zeros((1, cfg.prompt_tokens), dtype=torch.long)
+    built = BuiltModel(cfg.preset, "fleetbench.edge.llm.source:build_llama", model, (tokens,), [model.shape.vocab_size])
+    [result] = pte.export(built, ["xnnpack"], folder, 0, 1, strict=True)
+    assert result.path is not None
+    return result.path
 
 
 def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
@@ -157,18 +177,22 @@ def _fill(row: LlmRow, out: dict[str, Any], reference: np.ndarray, greedy: list[
     row.load_s = out["load_s"]
     row.rss_after_load_bytes, row.peak_rss_bytes = out["rss_after_load_bytes"], out["peak_rss_bytes"]
     row.samples = {"pp": out["pp_tokens_per_s"], "tg": out["tg_tokens_per_s"], "ttft": out["ttft_s"]}
-    row.pp, row.tg, row.ttft = (_percentiles(row.samples[k]) for k in ("pp", "tg", "ttft"))
+    row.pp, row.ttft = _percentiles(row.samples["pp"]), _percentiles(row.samples["ttft"])
+    row.tg = _percentiles(row.samples["tg"]) if row.samples["tg"] else {}
     row.tries, row.cv = len(out["pp_tokens_per_s"]), out["cv"]
     logits = np.load(logits_path)
     row.logit_error = float(np.abs(logits - reference).max() / np.abs(reference).max())
-    row.greedy_total = len(greedy)
-    row.greedy_equal = sum(1 for a, b in zip(out["greedy"], greedy, strict=False) if a == b)
-    row.agrees = row.logit_error <= TOLERANCE[row.dtype] and (row.dtype != "f32" or row.greedy_equal == len(greedy))
+    decoded = len(out["greedy"])  # 1 where the runtime cannot decode: its first token only
+    row.greedy_total = min(len(greedy), decoded)
+    row.greedy_equal = sum(1 for a, b in zip(out["greedy"], greedy[:decoded], strict=False) if a == b)
+    row.agrees = row.logit_error <= TOLERANCE[row.dtype] and (
+        row.dtype != "f32" or row.greedy_equal == row.greedy_total
+    )
 
 
 def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     ident = {"runtime": row.runtime, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
-    for phase, values in (("pp", row.pp), ("tg", row.tg)):
+    for phase, values in (("pp", row.pp), ("tg", row.tg)):  # tg is empty for a prefill-only runtime
         for name, value in values.items():
             bench.metrics.set("fleetbench_edge_llm_tokens_per_second", value, phase=phase, percentile=name, **ident)
     for name, value in row.ttft.items():
@@ -183,9 +207,15 @@ def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     bench.add_headline(
         "fleetbench_edge_llm_tokens_per_second", row.pp["p50"], row.samples["pp"], phase="pp", percentile="p50", **ident
     )
-    bench.add_headline(
-        "fleetbench_edge_llm_tokens_per_second", row.tg["p50"], row.samples["tg"], phase="tg", percentile="p50", **ident
-    )
+    if row.tg:
+        bench.add_headline(
+            "fleetbench_edge_llm_tokens_per_second",
+            row.tg["p50"],
+            row.samples["tg"],
+            phase="tg",
+            percentile="p50",
+            **ident,
+        )
 
 
 def _measure(
@@ -259,7 +289,7 @@ def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
         axes,
         (
             ("prefill pp tok/s (p50)", [r.pp["p50"] for r in ok]),
-            ("decode tg tok/s (p50)", [r.tg["p50"] for r in ok]),
+            ("decode tg tok/s (p50)", [r.tg.get("p50", 0.0) for r in ok]),
             ("load ms", [r.load_s * 1e3 for r in ok]),
         ),
         strict=True,
@@ -336,7 +366,11 @@ def _require(cfg: EdgeLlmConfig) -> None:
     """Refuse, in one line with the install hint, a runtime whose package is missing."""
     import importlib.util
 
-    packages = {"llama.cpp": ("llama_cpp", "llama-cpp-python==0.3.36"), "mlx": ("mlx", "mlx[cpu]==0.32.4")}
+    packages = {
+        "llama.cpp": ("llama_cpp", "llama-cpp-python==0.3.36"),
+        "mlx": ("mlx", "mlx[cpu]==0.32.4"),
+        "executorch": ("executorch", "executorch==1.5.1"),
+    }
     for runtime in cfg.runtimes:
         module, pip = packages[runtime]
         if importlib.util.find_spec(module) is None:

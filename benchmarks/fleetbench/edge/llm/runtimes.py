@@ -133,10 +133,56 @@ class MlxSession:
         self.cache = []
 
 
+class ExecuTorchSession:
+    """ExecuTorch: a .pte of the model at the prompt's length (XNNPACK). torch.export fixes the shape and
+    the program has no key/value cache, so it prefills only; `decode` raises NotImplementedError.
+    mmap: the runtime's file (mmap) data loader; else the bytes are read in and handed over as a buffer."""
+
+    decodes = False
+
+    def __init__(self, path: Path, mmap: bool) -> None:
+        from executorch.runtime import Runtime
+
+        self._sink: list[str] = []
+        # the runtime reads the buffer in place: it must live as long as the program (freed: a crash)
+        self._data = None if mmap else path.read_bytes()
+        with native_stderr(self._sink):
+            runtime = Runtime.get()
+            program = runtime.load_program(path if self._data is None else self._data)
+            self.method = program.load_method("forward")
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """See Session: the program's own length only."""
+        import torch
+
+        with native_stderr(self._sink):
+            out = self.method.execute([torch.tensor([tokens], dtype=torch.long)])
+        result: np.ndarray = out[0][0].float().numpy()
+        return result
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        """See Session."""
+        last: np.ndarray = self.logits(tokens)[-1]
+        return last
+
+    def decode(self, token: int) -> np.ndarray:
+        """Not in a fixed-shape program without a cache."""
+        raise NotImplementedError("the .pte is exported at the prompt's length without a key/value cache")
+
+    def close(self) -> None:
+        """See Session."""
+
+
 def prepare(runtime: str) -> None:
     """Import the runtime's modules, so a timed load is the model's load and not the import."""
     if runtime == "llama.cpp":
         import llama_cpp  # noqa: F401
+    elif runtime == "executorch":
+        import torch  # noqa: F401
+        from executorch.runtime import Runtime
+
+        with native_stderr([]):
+            Runtime.get()
     else:
         import mlx.core as mx
 
@@ -149,6 +195,8 @@ def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: in
     """A session of `runtime` on the exported `path`."""
     if runtime == "llama.cpp":
         return LlamaCppSession(path, mmap, threads, context, batch)
+    if runtime == "executorch":
+        return ExecuTorchSession(path, mmap)
     if runtime == "mlx":
         return MlxSession(path, mmap, threads)
     raise ValueError(f"unknown runtime {runtime!r}")
