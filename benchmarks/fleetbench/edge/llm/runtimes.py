@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from fleetbench.edge.native import native_stderr
+from fleetbench.edge.native import native_stderr, optional_module
 
 
 class Session(Protocol):
@@ -141,7 +141,7 @@ class ExecuTorchSession:
     decodes = False
 
     def __init__(self, path: Path, mmap: bool) -> None:
-        from executorch.runtime import Runtime
+        Runtime = optional_module("executorch.runtime").Runtime
 
         self._sink: list[str] = []
         # the runtime reads the buffer in place: it must live as long as the program (freed: a crash)
@@ -179,10 +179,9 @@ def prepare(runtime: str) -> None:
         import llama_cpp  # noqa: F401
     elif runtime == "executorch":
         import torch  # noqa: F401
-        from executorch.runtime import Runtime
 
         with native_stderr([]):
-            Runtime.get()
+            optional_module("executorch.runtime").Runtime.get()
     else:
         import mlx.core as mx
 
