@@ -137,3 +137,22 @@ def test_eager_reference_greedy_matches_logits() -> None:
     model = build_llama("llama3-debug", seed=0, overrides=SMALL)
     logits, greedy = eager_reference(model, [1, 2, 3, 4], 3)
     assert logits.shape == (4, 2048) and greedy[0] == int(np.argmax(logits[-1]))
+
+
+def test_checkpoint_weights_load_from_dcp_and_state_dict(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint import state_dict_saver
+
+    from fleetbench.errors import UserError
+
+    trained = build_llama("llama3-debug", seed=5)
+    # the trainer's layout: a DCP step folder whose "model" entry is the model's state dict
+    state_dict_saver.save({"model": trained.state_dict()}, checkpoint_id=str(tmp_path / "step_00000002"), no_dist=True)
+    torch.save(trained.state_dict(), tmp_path / "model.pt")
+    for source in (tmp_path / "step_00000002", tmp_path / "model.pt"):
+        loaded = build_llama("llama3-debug", seed=0, checkpoint=source)
+        for name, tensor in trained.state_dict().items():
+            assert torch.equal(loaded.state_dict()[name], tensor), (source, name)
+    with pytest.raises(UserError, match=r"has no \.metadata"):
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path)
+    with pytest.raises(UserError, match="does not fit the llama model"):
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2})
