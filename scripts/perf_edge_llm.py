@@ -6,7 +6,7 @@ sources llama-cpp-python vendors (its sdist, the version the mobile extra pins),
 round (A B A B ...) so drift hits both. The ratio fleetbench / llama-bench of the medians should lie
 within 10 %: the suite adds no overhead of its own to what it measures.
 
-llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench/bin/llama-bench;
+PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench/bin/llama-bench;
 `--build` builds it there (minutes). Not a test: prints the table and exits 0 (also when llama-bench or
 llama-cpp-python is missing: it says why).
 """
@@ -130,7 +130,9 @@ def main() -> int:
     from fleetbench.edge.llm.gguf_export import export_gguf
     from fleetbench.edge.llm.source import build_llama
 
-    threads = len(os.sched_getaffinity(0))
+    # One thread by default: on shared cores llama.cpp's spinning thread barriers collapse when another
+    # process takes a core (llama-bench tg32 here: 500 tok/s on 1 thread, 28 on 2, at load average 9)
+    threads = int(os.environ.get("PERF_LLM_THREADS", "1"))
     cpu = next(
         (
             line.split(":", 1)[1].strip()
