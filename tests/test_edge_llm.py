@@ -156,3 +156,13 @@ def test_checkpoint_weights_load_from_dcp_and_state_dict(tmp_path: Path) -> None
         build_llama("llama3-debug", seed=0, checkpoint=tmp_path)
     with pytest.raises(UserError, match="does not fit the llama model"):
         build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2})
+
+
+@pytest.mark.skipif(
+    __import__("psutil").virtual_memory().available > 70 * 2**30, reason="this host could hold Llama-3-8B twice"
+)
+def test_llama_8b_refused_before_allocating_where_it_cannot_fit(tmp_path: Path) -> None:
+    done = run_cli("edge", "llm", "--preset", "llama3-8b", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "preset llama3-8b needs about 60 GiB" in done.stderr and "accepted here: llama3-debug" in done.stderr

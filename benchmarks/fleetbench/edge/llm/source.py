@@ -11,9 +11,9 @@ import torch
 from fleetbench.config.train import PRESETS, TrainConfig
 from fleetbench.errors import UserError
 from fleetbench.fsutil import readable_file
-from fleetbench.train.decoder import init_weights
+from fleetbench.train.decoder import init_weights, param_counts
 from fleetbench.train.llama import Llama
-from fleetbench.train.plan import resolve_plan
+from fleetbench.train.plan import ModelShape, resolve_plan
 
 LLAMA_PRESETS = tuple(name for name, preset in PRESETS.items() if preset.model == "llama")
 
@@ -29,12 +29,27 @@ def build_llama(
             f"edge llm: preset {preset!r} is not accepted ({exc}); accepted: {', '.join(PRESETS)}"
         ) from None
     shape = resolve_plan(cfg, world_size=1).shape
+    _check_memory(preset, shape)
     model = Llama(shape)
     if checkpoint is None:
         init_weights(model, seed)
     else:
         _load(model, checkpoint)
     return model.eval()
+
+
+def _check_memory(preset: str, shape: ModelShape) -> None:
+    """Refuse, before allocating, a model whose fp32 weights (twice: the model and an export being
+    written) do not fit in the memory available now: Llama-3-8B needs about 64 GB."""
+    import psutil
+
+    need = 2 * 4 * param_counts(shape)[0]
+    available = psutil.virtual_memory().available
+    if need > available:
+        raise UserError(
+            f"edge llm: preset {preset} needs about {need / 2**30:.0f} GiB (fp32 weights, model and export) but "
+            f"{available / 2**30:.0f} GiB are available; accepted here: llama3-debug, or a host with more memory"
+        )
 
 
 def _load(model: Llama, checkpoint: Path) -> None:
