@@ -48,7 +48,7 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         return
     table = Table(
         title=f"edge llm: {outcome.model} ({outcome.params / 1e6:.1f}M params), pp{outcome.prompt_tokens} "
-        f"tg{outcome.gen_tokens}, {outcome.threads} threads (tok/s p50/p99; p90 in the record)",
+        f"tg{outcome.gen_tokens}, {outcome.threads} thread(s) (tok/s p50/p99; p90 in the record)",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
     )
