@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 2
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -92,6 +92,10 @@ profile: setup ## torch.profiler trace, trace summary, roofline (CPU ok); NCU=1 
 
 edge: setup ## edge GPU kernels (Vulkan/Metal via wgpu; lavapipe here), MPS, ExecuTorch
 	@$(FB) edge run --results-dir $(RESULTS)
+
+LLM_ARGS ?=
+edge-llm: setup ## the llama model in llama.cpp, MLX and ExecuTorch side by side: pp/tg tok/s, TTFT, load mmap/read-in, RSS, agreement (LLM_ARGS)
+	@$(FB) edge llm --results-dir $(RESULTS) $(LLM_ARGS)
 
 images: setup ## build the images, cuda variant (pinned upstream bases; needs a registry)
 	@bash scripts/dockerd.sh

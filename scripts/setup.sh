@@ -62,9 +62,28 @@ setup_venv() {
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # torch first, with its exact pin, so nothing later resolves to a multi-GB CUDA build by accident.
   "$VENV/bin/python" -m pip install -q "$TORCH_SPEC"
-  "$VENV/bin/python" -m pip install -q "$TORCH_SPEC" -e ".[$EXTRAS]"
+  local wheelhouse
+  wheelhouse=$(llama_cpp_wheel)
+  "$VENV/bin/python" -m pip install -q --find-links "$wheelhouse" "$TORCH_SPEC" -e ".[$EXTRAS]"
   echo "$want" > "$stamp"
   say "ready: $("$VENV/bin/python" -c 'import torch, fleetbench; print("fleetbench", fleetbench.__version__, "torch", torch.__version__)')"
+}
+
+# llama-cpp-python ships only a source distribution: its CMake build of llama.cpp takes ~20 minutes on
+# 2 cores (9 CPU-minutes). Built once per CPU (GGML_NATIVE: the host's instruction set) into a wheelhouse
+# outside the repository, which pip then reads; nothing is rebuilt while the pin and the CPU stay.
+LLAMA_CPP_SPEC=${LLAMA_CPP_SPEC:-llama-cpp-python==0.3.36}
+llama_cpp_wheel() {
+  local cpu wheelhouse
+  cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
+  wheelhouse="${FLEETBENCH_WHEELHOUSE:-$HOME/.cache/fleetbench/wheels}/cpu-$cpu"
+  mkdir -p "$wheelhouse"
+  if [[ ",$EXTRAS," == *",mobile,"* ]] && ! ls "$wheelhouse"/llama_cpp_python-"${LLAMA_CPP_SPEC#*==}"-*.whl >/dev/null 2>&1; then
+    say "building $LLAMA_CPP_SPEC (llama.cpp, CPU) once into $wheelhouse; this takes minutes" >&2
+    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=ON}" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+      "$VENV/bin/python" -m pip wheel -q --no-deps --no-binary llama-cpp-python -w "$wheelhouse" "$LLAMA_CPP_SPEC" >&2
+  fi
+  echo "$wheelhouse"
 }
 
 install_system_packages

@@ -29,7 +29,10 @@ def fail_with_one_line(capsys: pytest.CaptureFixture[str], argv: list[str], stat
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        (["--preset", "huge"], "train.preset: Input should be 'tiny', 'small', 'seed' or '1b' (got 'huge')"),
+        (
+            ["--preset", "huge"],
+            "train.preset: Input should be 'tiny', 'small', 'seed', '1b', 'llama3-debug' or 'llama3-8b' (got 'huge')",
+        ),
         (["--set", "train.batch_size=0"], "train.batch_size: Input should be greater than or equal to 1"),
         (["--set", "train.seq_len=1"], "train.seq_len: Input should be greater than or equal to 2"),
         (["--set", "train.seq_len=100000"], "train.batch_size=16 x train.seq_len=100000 cannot work here"),

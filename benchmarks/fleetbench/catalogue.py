@@ -272,6 +272,25 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_edge_model_memory_bytes", "gauge", "bytes",
               "MPS memory after the timed passes (torch.mps.current_allocated_memory, driver_allocated_memory)",
               "model", "kind"),
+        # fleetbench edge llm: the llama-family model in each edge LLM runtime (llama.cpp, MLX). `phase`
+        # is pp (prompt processing) or tg (token generation), llama-bench's; `mmap` true or false.
+        _spec("fleetbench_edge_llm_tokens_per_second", "gauge", "count",
+              "Tokens per second of a runtime's phase (pp: the prompt as one batch, tg: one token at a time)",
+              "runtime", "phase", "dtype", "mmap", "percentile", better="higher"),
+        _spec("fleetbench_edge_llm_time_to_first_token_seconds", "gauge", "seconds",
+              "Time from a prompt to its first generated token", "runtime", "dtype", "mmap", "percentile",
+              better="lower"),
+        _spec("fleetbench_edge_llm_load_seconds", "gauge", "seconds",
+              "Time to load the exported model into the runtime", "runtime", "dtype", "mmap", better="lower"),
+        _spec("fleetbench_edge_llm_rss_bytes", "gauge", "bytes",
+              "Resident memory of the runtime's process: after the load, and its peak over the timed tries",
+              "runtime", "dtype", "mmap", "phase", better="lower"),
+        _spec("fleetbench_edge_llm_logit_error_ratio", "gauge", "ratio",
+              "Largest |logit - eager PyTorch logit| over the prompt, divided by the largest |eager logit|",
+              "runtime", "dtype", better="lower"),
+        _spec("fleetbench_edge_llm_agreement", "gauge", "count",
+              "One (1) when the runtime's logits are within the dtype's tolerance and (f32) its greedy tokens equal eager's",
+              "runtime", "dtype"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
@@ -370,6 +389,11 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fleetbench_edge_gemm_peak_ratio",
         "fleetbench_edge_model_latency_percentile_seconds",
         "fleetbench_edge_model_latency_trimmed_mean_seconds",
+    ),
+    "edge-llm": (
+        "fleetbench_edge_llm_tokens_per_second",
+        "fleetbench_edge_llm_time_to_first_token_seconds",
+        "fleetbench_edge_llm_load_seconds",
     ),
 }
 

@@ -76,6 +76,22 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     group.add_argument("--out-dir", type=Path, metavar="DIR", help="where the .pte files go (default: RESULTS/models)")
     export.set_defaults(handler=handle_export)
 
+    llm = sub.add_parser(
+        "llm",
+        help="the llama model exported to llama.cpp (GGUF), MLX and ExecuTorch, side by side: pp/tg tok/s, TTFT, load, RSS",
+    )
+    add_run_options(llm)
+    group = llm.add_argument_group("llm")
+    group.add_argument("--preset", help="llama3-debug (default) or llama3-8b")
+    group.add_argument("--checkpoint", type=Path, metavar="PATH", help="a trainer checkpoint (default: a fresh init)")
+    group.add_argument("--runtimes", metavar="LIST", help="llama.cpp,mlx,executorch (default: all three)")
+    group.add_argument("--dtypes", metavar="LIST", help="f32,f16,q8_0 (default: all; q8_0 is llama.cpp's)")
+    group.add_argument("--prompt-tokens", type=int, metavar="N", help="pp: prompt length (default 128)")
+    group.add_argument("--gen-tokens", type=int, metavar="N", help="tg: tokens generated (default 32)")
+    group.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: the CPUs this process may use)")
+    group.add_argument("--quick", action="store_true", help="pp32 tg8, 2-3 tries: seconds (smoke test, demo)")
+    llm.set_defaults(handler=handle_llm)
+
     info = sub.add_parser("info", help="describe the adapters: features, limits, cooperative matrix, runtimes")
     info.add_argument("--backend", help=BACKEND_HELP)
     info.add_argument("--adapter", metavar="NAME", help="the adapter whose name contains NAME")
@@ -110,6 +126,35 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
     with shown_even_if_failed(console, show_results):
         result = edge_job.run(config.model_copy(update={"edge": edge}), context)
     show_results(console, result.view)
+    print_record_path(console, result.record, context.results_dir)
+    return 0
+
+
+def handle_llm(args: argparse.Namespace, console: Console) -> int:
+    """Export the llama model and run it in each edge LLM runtime; a runtime that disagrees with eager fails."""
+    flags: dict[str, tuple[Any, str]] = {
+        "edge.llm.preset": (args.preset, "--preset"),
+        "edge.llm.checkpoint": (str(args.checkpoint) if args.checkpoint else None, "--checkpoint"),
+        "edge.llm.runtimes": (_list(args.runtimes, "--runtimes"), "--runtimes"),
+        "edge.llm.dtypes": (_list(args.dtypes, "--dtypes"), "--dtypes"),
+        "edge.llm.prompt_tokens": (args.prompt_tokens, "--prompt-tokens"),
+        "edge.llm.gen_tokens": (args.gen_tokens, "--gen-tokens"),
+        "edge.llm.threads": (args.threads, "--threads"),
+    }
+    config = config_from_args(args, flags)
+    if args.quick:
+        quick = {"prompt_tokens": 32, "gen_tokens": 8, "min_tries": 2, "max_tries": 3}
+        llm_cfg = config.edge.llm.model_copy(
+            update={k: v for k, v in quick.items() if k not in config.edge.llm.model_fields_set}
+        )
+        config = config.model_copy(update={"edge": config.edge.model_copy(update={"llm": llm_cfg})})
+    from fleetbench.cli.views.edge_llm import show_llm
+    from fleetbench.edge.llm import job
+
+    context = run_context(config, console)
+    with shown_even_if_failed(console, show_llm):
+        result = job.run(config, context)
+    show_llm(console, result.view)
     print_record_path(console, result.record, context.results_dir)
     return 0
 

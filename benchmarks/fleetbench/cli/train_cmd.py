@@ -30,7 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_options(parser)
     group = parser.add_argument_group("training (each flag is a shortcut for --set train.KEY=VALUE)")
     group.add_argument(
-        "--preset", help="tiny, small, seed (the reference workload), 1b (default: seed on CUDA, tiny on the CPU)"
+        "--preset",
+        help="tiny, small, seed (the reference workload), 1b, llama3-debug, llama3-8b (default: seed on CUDA, tiny on "
+        "the CPU; with train.model=llama: llama3-8b on CUDA, llama3-debug on the CPU)",
     )
     group.add_argument("--steps", type=int, help="steps to train (default: the preset's)")
     group.add_argument("--device", help="auto, cpu or cuda (default: auto)")

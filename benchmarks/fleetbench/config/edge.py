@@ -9,7 +9,18 @@ from pydantic import Field, field_validator, model_validator
 
 from fleetbench.config.strict import StrictModel
 
-__all__ = ["EDGE_KERNELS", "THERMAL_SOURCES", "EdgeConfig", "EdgeGemmSize", "EdgeKernel", "ThermalSource"]
+__all__ = [
+    "EDGE_KERNELS",
+    "LLM_RUNTIMES",
+    "THERMAL_SOURCES",
+    "EdgeConfig",
+    "EdgeGemmSize",
+    "EdgeKernel",
+    "EdgeLlmConfig",
+    "LlmDtype",
+    "LlmRuntime",
+    "ThermalSource",
+]
 
 EdgeKernel = Literal[
     "gemm_tiled",
@@ -32,6 +43,51 @@ EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)
 ThermalSource = Literal["thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "tegrastats"]
 THERMAL_SOURCES: tuple[str, ...] = get_args(ThermalSource)
 EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
+
+
+LlmRuntime = Literal["llama.cpp", "mlx", "executorch"]
+LLM_RUNTIMES: tuple[str, ...] = get_args(LlmRuntime)
+LlmDtype = Literal["f32", "f16", "q8_0"]
+
+
+class EdgeLlmConfig(StrictModel):
+    """`fleetbench edge llm`: the llama-family model exported once, run by each edge LLM runtime side by side."""
+
+    preset: Literal["llama3-debug", "llama3-8b"] = Field(
+        default="llama3-debug", description="a train.model=llama preset"
+    )
+    checkpoint: Path | None = Field(
+        default=None, description="a trainer checkpoint (DCP step folder or state dict file); unset: a fresh init"
+    )
+    runtimes: list[LlmRuntime] = Field(
+        default=["llama.cpp", "mlx", "executorch"], min_length=1, max_length=3, description="executorch: prefill only"
+    )
+    dtypes: list[LlmDtype] = Field(
+        default=["f32", "f16", "q8_0"], min_length=1, max_length=3, description="q8_0: llama.cpp; executorch: f32"
+    )
+    mmap: list[bool] = Field(
+        default=[True, False], min_length=1, max_length=2, description="memory-mapped and/or read-in weights"
+    )
+    prompt_tokens: int = Field(default=128, ge=1, le=8192, description="pp: the prompt processed in one batch")
+    gen_tokens: int = Field(default=32, ge=1, le=8192, description="tg: tokens generated one at a time")
+    agree_tokens: int = Field(default=8, ge=1, le=256, description="greedy tokens compared with eager PyTorch")
+    threads: int | None = Field(default=None, ge=1, le=1024, description="unset: the CPUs this process may use")
+    min_tries: int = Field(default=3, ge=1, le=100)
+    max_tries: int = Field(default=10, ge=1, le=1000)
+    cv_target: float = Field(default=0.05, gt=0, le=1, description="stop when the CV of the tries' pp and tg is below")
+
+    @field_validator("runtimes", "dtypes", "mmap")
+    @classmethod
+    def _unique(cls, value: list[object]) -> list[object]:
+        if len(set(value)) != len(value):
+            raise ValueError("values must be unique")
+        return value
+
+    @model_validator(mode="after")
+    def _bounds(self) -> EdgeLlmConfig:
+        if self.min_tries > self.max_tries:
+            raise ValueError(f"min_tries={self.min_tries} exceeds max_tries={self.max_tries}")
+        return self
 
 
 class EdgeConfig(StrictModel):
@@ -100,6 +156,7 @@ class EdgeConfig(StrictModel):
     partitioners: list[Literal["xnnpack", "vulkan", "mps", "coreml"]] = Field(default=["xnnpack"], min_length=1)
     spirv_dir: Path | None = Field(default=None, description="default: <repo>/build/spirv, else ~/.cache")
     plot: bool = True
+    llm: EdgeLlmConfig = Field(default_factory=EdgeLlmConfig, description="`edge llm`: the LLM runtimes")
 
     @field_validator("kernels", "gemm_sizes", "dtypes", "cpu_affinity", "partitioners", "thermal_sources")
     @classmethod

@@ -26,14 +26,18 @@ __all__ = [
     "PROFILE_STEPS_ACCEPTED",
     "TEXT_VOCAB",
     "DataKind",
+    "ModelFamily",
     "Preset",
     "PresetName",
     "TrainConfig",
     "parse_profile_steps",
 ]
 
-PresetName = Literal["tiny", "small", "seed", "1b"]
+PresetName = Literal["tiny", "small", "seed", "1b", "llama3-debug", "llama3-8b"]
 DataKind = Literal["random", "text"]
+# seed: the suite's own block (MultiheadAttention, no positions, SiLU MLP); llama: RoPE, SwiGLU, GQA,
+# RMSNorm, causal attention, the architecture llama.cpp, MLX and torchtitan run (train/llama.py).
+ModelFamily = Literal["seed", "llama"]
 TEXT_VOCAB = 256  # byte-level tokens
 
 
@@ -65,6 +69,10 @@ class Preset:
     """Linear warmup steps before the peak learning rate."""
     about: str
     """What the preset is for, in one line."""
+    model: ModelFamily = "seed"
+    """The block family the preset was drawn for (`train.model` overrides it)."""
+    kv_heads: int | None = None
+    """Key/value heads of the llama family (GQA); None: as many as `heads`."""
 
 
 PRESETS: dict[str, Preset] = {
@@ -124,6 +132,39 @@ PRESETS: dict[str, Preset] = {
         warmup_steps=0,
         about="about 1.04B parameters (18 blocks of dim 2048)",
     ),
+    # torchtitan's llama3 `debugmodel` shape (its config_registry), byte-level text so it learns on the CPU.
+    "llama3-debug": Preset(
+        model="llama",
+        dim=256,
+        layers=6,
+        heads=16,
+        ffn_dim=768,
+        vocab_size=2048,
+        seq_len=256,
+        batch_size=8,
+        steps=50,
+        data="text",
+        lr=8e-4,
+        warmup_steps=5,
+        about="CPU default of train.model=llama: torchtitan's Llama 3 debug model (6 blocks of dim 256)",
+    ),
+    # torchtitan's llama3 `8B` (Llama-3-8B): GQA 32/8 heads, SwiGLU hidden 14336, 128256 tokens.
+    "llama3-8b": Preset(
+        model="llama",
+        dim=4096,
+        layers=32,
+        heads=32,
+        kv_heads=8,
+        ffn_dim=14336,
+        vocab_size=128256,
+        seq_len=8192,
+        batch_size=1,
+        steps=50,
+        data="random",
+        lr=3e-4,
+        warmup_steps=0,
+        about="CUDA default of train.model=llama: Llama-3-8B as torchtitan trains it (8192-token sequences)",
+    ),
 }
 
 # `--dtype` (and `train.mixed_precision` given as a name): the precision policy by name; auto is unset.
@@ -161,10 +202,15 @@ class TrainConfig(StrictModel):
     preset: PresetName | None = Field(
         default=None, description="unset: automatic by device, seed on CUDA and tiny on the CPU (train/defaults.py)"
     )
+    model: ModelFamily | None = Field(
+        default=None,
+        description="block family: seed (the suite's own) or llama (RoPE, SwiGLU, GQA); unset: the preset's",
+    )
     # --- model and batch (None: from the preset) ---
     dim: int | None = Field(default=None, ge=8, le=65536)
     layers: int | None = Field(default=None, ge=1, le=1024)
     heads: int | None = Field(default=None, ge=1, le=1024)
+    kv_heads: int | None = Field(default=None, ge=1, le=1024, description="llama: key/value heads (GQA)")
     ffn_dim: int | None = Field(default=None, ge=8, le=262144)
     vocab_size: int | None = Field(default=None, ge=2, le=1_048_576)
     seq_len: int | None = Field(default=None, ge=2, le=131072)

@@ -206,6 +206,96 @@ models = Row(
     ),
 )
 
+LLM = "{{runtime}} {{dtype}} mmap={{mmap}}"
+
+llm = Row(
+    "LLM runtimes: llama.cpp and MLX on the same llama model (edge llm)",
+    (
+        Panel(
+            "Prefill (pp) and decode (tg) tokens/s, p50",
+            "bargauge",
+            (
+                Query(
+                    f"max by (runtime, dtype, mmap, phase) "
+                    f"({sel('fleetbench_edge_llm_tokens_per_second', percentile='p50')})",
+                    legend=LLM + " {{phase}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_llm_tokens_per_second"),
+            "llama-bench's pp (the prompt as one batch) and tg (one token at a time) per runtime, dtype and load mode",
+            width=5,
+            height=10,
+        ),
+        Panel(
+            "Time to first token, p50 / p99",
+            "bargauge",
+            (
+                Query(
+                    f"max by (runtime, dtype, mmap, percentile) "
+                    f"({sel('fleetbench_edge_llm_time_to_first_token_seconds')})",
+                    legend=LLM + " {{percentile}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_llm_time_to_first_token_seconds"),
+            "From the prompt to its first generated token",
+            width=5,
+            height=10,
+        ),
+        Panel(
+            "Load time: memory-mapped vs read-in",
+            "bargauge",
+            (
+                Query(
+                    f"max by (runtime, dtype, mmap) ({sel('fleetbench_edge_llm_load_seconds')})",
+                    legend=LLM,
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_llm_load_seconds"),
+            "The zero-copy claim as a number: loading the same file with mmap on and off",
+            width=5,
+            height=10,
+        ),
+        Panel(
+            "RSS after load and peak: memory-mapped vs read-in",
+            "bargauge",
+            (
+                Query(
+                    f"max by (runtime, dtype, mmap, phase) ({sel('fleetbench_edge_llm_rss_bytes')})",
+                    legend=LLM + " {{phase}}",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_llm_rss_bytes"),
+            "Resident memory of each runtime's own process, after the load and at its peak",
+            width=5,
+            height=10,
+        ),
+        Panel(
+            "Agrees with eager PyTorch",
+            "table",
+            (
+                Query(
+                    f"min by (runtime, dtype) ({sel('fleetbench_edge_llm_agreement')})",
+                    legend="{{runtime}} {{dtype}}",
+                    instant=True,
+                ),
+                Query(
+                    f"max by (runtime, dtype) ({sel('fleetbench_edge_llm_logit_error_ratio')})",
+                    legend="{{runtime}} {{dtype}} logit error",
+                    instant=True,
+                ),
+            ),
+            "short",
+            "1: logits within the dtype's tolerance and (f32) greedy tokens equal; the logit error beside it",
+            width=4,
+            height=10,
+        ),
+    ),
+)
+
 adapters = Row(
     "Adapters",
     (
@@ -230,6 +320,6 @@ EDGE = Dashboard(
     uid="fleetbench-edge",
     title="fleetbench / Edge",
     description="Vulkan/Metal kernels and small models on edge GPUs: latency percentiles, throughput, variation",
-    benchmarks=("edge",),
-    rows=(latency, thermal, throughput, quality, models, adapters),
+    benchmarks=("edge", "edge-llm"),
+    rows=(latency, thermal, throughput, quality, models, llm, adapters),
 )

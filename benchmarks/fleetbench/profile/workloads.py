@@ -103,7 +103,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
 
     from fleetbench.config.train import TrainConfig
     from fleetbench.train.data import TokenBatches
-    from fleetbench.train.decoder import Decoder
+    from fleetbench.train.decoder import build_decoder
     from fleetbench.train.defaults import choose_precision, choose_preset
     from fleetbench.train.parallel import build_optimizer
     from fleetbench.train.plan import resolve_plan
@@ -120,7 +120,7 @@ def train_workload(config: FleetbenchConfig, device: DeviceInfo) -> Workload:
     plan = resolve_plan(train_cfg, world_size=1)
     shape = plan.shape if cfg.train_layers is None else replace(plan.shape, layers=cfg.train_layers)
     with device.torch_device:  # default init right on the device: weight values do not change timings
-        model = Decoder(shape)
+        model = build_decoder(shape)
     optimizer = build_optimizer(model, plan.lr, train_cfg.weight_decay)
     data = TokenBatches(
         plan.data, shape.vocab_size, plan.seq_len, plan.batch_size, train_cfg.seed, 0, device.torch_device

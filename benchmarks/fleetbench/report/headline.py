@@ -136,6 +136,21 @@ def _edge_line(summary: dict[str, Any]) -> list[str]:
     return parts
 
 
+def _edge_llm_line(summary: dict[str, Any]) -> list[str]:
+    """Per runtime, dtype and load mode: pp and tg tokens/s (p50), load time and whether it agrees."""
+    parts = []
+    for row in summary.get("rows") or []:
+        if not isinstance(row, dict) or not row.get("ok"):
+            continue
+        mode = "mmap" if row.get("mmap") else "read-in"
+        parts.append(
+            f"{row['runtime']} {row['dtype']} {mode}: pp {float(row['pp']['p50']):.0f} "
+            f"tg {float(row['tg']['p50']) if row.get('tg') else float('nan'):.1f} "
+            f"tok/s, load {human(float(row['load_s']), 'seconds')}, {'agrees' if row.get('agrees') else 'WRONG'}"
+        )
+    return parts
+
+
 def _probe_line(summary: dict[str, Any]) -> list[str]:
     matmul, copy = (
         _number(summary.get("best_matmul_flop_per_second")),
@@ -154,6 +169,7 @@ KEY_LINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "train": _train_line,
     "profile": _profile_line,
     "edge": _edge_line,
+    "edge-llm": _edge_llm_line,
     "probe": _probe_line,
 }
 

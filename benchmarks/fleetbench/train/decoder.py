@@ -15,6 +15,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from fleetbench.train.llama import Llama
 from fleetbench.train.plan import ModelShape
 
 
@@ -86,8 +87,20 @@ class Decoder(nn.Module):
         return logits
 
 
+TrainModel = Decoder | Llama  # what the trainer builds for `train.model` seed or llama
+
+
+def build_decoder(shape: ModelShape) -> TrainModel:
+    """The decoder of `shape`'s family: the seed's `Decoder`, or the llama-family `Llama` (train/llama.py)."""
+    return Llama(shape) if shape.model == "llama" else Decoder(shape)
+
+
 def param_counts(shape: ModelShape) -> tuple[int, int]:
     """(all parameters, non-embedding parameters) computed from the shape, without building the model."""
+    if shape.model == "llama":
+        from fleetbench.train.llama import llama_param_counts
+
+        return llama_param_counts(shape)
     d, f, v = shape.dim, shape.ffn_dim, shape.vocab_size
     per_block = 2 * d + (3 * d * d + 3 * d) + (d * d + d) + 2 * d * f  # norms, in_proj, out_proj, MLP
     total = v * d + shape.layers * per_block + d * v
@@ -107,6 +120,9 @@ def _init_rule(name: str, shape: ModelShape) -> tuple[str, float]:
         return "trunc3", shape.dim**-0.5
     if name.endswith(("attn.out_proj.weight", "ffn.2.weight")):
         return "trunc2", 0.02 / math.sqrt(2 * shape.layers)
+    if name.endswith(("attention.wo.weight", "feed_forward.w2.weight", "feed_forward.w3.weight")):
+        layer = int(name.split(".")[1])  # torchtitan's llama3 scales by the block's own depth
+        return "trunc2", 0.02 / math.sqrt(2 * (layer + 1))
     return "trunc2", 0.02
 
 
@@ -131,7 +147,7 @@ def named_parameters_for_init(model: nn.Module) -> Iterator[tuple[str, nn.Parame
 
 
 @torch.no_grad()
-def init_weights(model: Decoder, seed: int) -> None:
+def init_weights(model: TrainModel, seed: int) -> None:
     """Initialise in place. Sharded parameters (DTensors) receive their slice of the full value."""
     from torch.distributed.tensor import DTensor, distribute_tensor
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetbench.config.train import PresetName
+from fleetbench.config.train import ModelFamily, PresetName
 
 __all__ = [
     "CPU_PRESET",
@@ -29,6 +29,9 @@ __all__ = [
 
 CUDA_PRESET: PresetName = "seed"
 CPU_PRESET: PresetName = "tiny"
+# train.model=llama with no preset: torchtitan's debug model on the CPU, Llama-3-8B on CUDA.
+LLAMA_CUDA_PRESET: PresetName = "llama3-8b"
+LLAMA_CPU_PRESET: PresetName = "llama3-debug"
 REDUCE_DTYPE = "float32"  # gradients are reduce-scattered in fp32 under either policy
 
 
@@ -59,13 +62,17 @@ class Precision:
         return "bf16 params, fp32 reduce" if self.bf16 else "fp32"
 
 
-def choose_preset(preset: PresetName | None, backend: str) -> PresetChoice:
-    """`preset` when the user named one, else `seed` on CUDA and `tiny` on the CPU.
+def choose_preset(preset: PresetName | None, backend: str, model: ModelFamily | None = None) -> PresetChoice:
+    """`preset` when the user named one, else `seed` on CUDA and `tiny` on the CPU (for train.model=llama:
+    `llama3-8b` on CUDA, `llama3-debug` on the CPU).
 
     `backend` is the device's compute API as `DeviceInfo.backend` names it: cuda, cpu or mps.
     """
     if preset is not None:
         return PresetChoice(preset, f"train.preset={preset}")
+    if model == "llama":
+        name = LLAMA_CUDA_PRESET if backend == "cuda" else LLAMA_CPU_PRESET
+        return PresetChoice(name, f"automatic: {name} for train.model=llama on {backend.upper()}")
     if backend == "cuda":
         return PresetChoice(CUDA_PRESET, f"automatic: {CUDA_PRESET} on CUDA")
     return PresetChoice(CPU_PRESET, f"automatic: {CPU_PRESET} on {backend.upper()}")

@@ -35,7 +35,7 @@ from fleetbench.telemetry.session import BenchmarkRun, open_run
 from fleetbench.train import step_rows
 from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
-from fleetbench.train.decoder import Decoder, param_counts
+from fleetbench.train.decoder import TrainModel, param_counts
 from fleetbench.train.flops import (
     Peak,
     cpu_peak_file,
@@ -161,7 +161,7 @@ class RankSetup:
 class Parts:
     """What a rank trains with: the (sharded) model, its optimizer, the batches and the checkpointer."""
 
-    model: Decoder
+    model: TrainModel
     optimizer: torch.optim.Optimizer
     data: TokenBatches
     checkpointer: Checkpointer
@@ -188,7 +188,7 @@ def mean_across_ranks(value: torch.Tensor) -> float:
     return float(reduced) / dist.get_world_size()
 
 
-def grad_norm(model: Decoder, clip: float | None) -> torch.Tensor:
+def grad_norm(model: TrainModel, clip: float | None) -> torch.Tensor:
     """The global gradient norm, after clipping to `clip` when one is set (full tensor under FSDP)."""
     params = [p for p in model.parameters() if p.grad is not None]
     norm = torch.nn.utils.clip_grad_norm_(params, clip if clip is not None else float("inf"), foreach=True)
@@ -464,7 +464,7 @@ class Trainer:
         return totals
 
     @staticmethod
-    def loss(model: Decoder, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def loss(model: TrainModel, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """The forward and its cross-entropy (in fp32) over every token."""
         logits = model(inputs)
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1))

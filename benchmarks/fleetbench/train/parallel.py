@@ -22,7 +22,7 @@ from fleetbench import jsonio
 from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
-from fleetbench.train.decoder import Decoder, init_weights
+from fleetbench.train.decoder import Block, TrainModel, build_decoder, init_weights
 from fleetbench.train.defaults import Precision, choose_precision
 from fleetbench.train.plan import TrainPlan
 
@@ -231,16 +231,20 @@ class DtypeProbe:
         handle = module.register_forward_pre_hook(hook)
 
 
-def watch_dtypes(model: Decoder, compiled: bool) -> DtypeProbe:
+def watch_dtypes(model: TrainModel, compiled: bool) -> DtypeProbe:
     """Watch the output head (root FSDP group) and, unless blocks are compiled, block 0's first MLP linear."""
     probe = DtypeProbe()
     probe.watch("output", model.output)
     if not compiled:  # a hook inside a compiled block would be traced into its graph
-        probe.watch("layers.0.ffn.0", model.blocks()[0].ffn[0])
+        block = model.blocks()[0]
+        if isinstance(block, Block):
+            probe.watch("layers.0.ffn.0", block.ffn[0])
+        else:
+            probe.watch("layers.0.feed_forward.w1", block.feed_forward.w1)
     return probe
 
 
-def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, device: DeviceInfo) -> Decoder:
+def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, device: DeviceInfo) -> TrainModel:
     """Decoder on `device`, every block its own fully_shard group, then the root; weights initialised.
 
     With meta_init the model is created on the meta device, sharded, then `to_empty` allocates only
@@ -250,7 +254,7 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     dtype = compute_dtype(cfg, device)
     build_on = torch.device("meta") if cfg.meta_init else torch.device("cpu")
     with build_on:
-        model = Decoder(plan.shape)
+        model = build_decoder(plan.shape)
     for block in model.blocks():
         block.activation_checkpointing = cfg.activation_checkpointing
         if cfg.compile:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, TrainConfig
+from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, ModelFamily, TrainConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
 from fleetbench.train.defaults import choose_preset
@@ -26,18 +26,27 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The decoder's dimensions."""
+    """The decoder's dimensions and block family."""
 
     dim: int
     layers: int
     heads: int
     ffn_dim: int
     vocab_size: int
+    model: ModelFamily = "seed"
+    kv_heads: int | None = None  # llama: key/value heads (GQA); None: `heads`
+    rope_theta: float = 500000.0  # llama: RoPE base, with Llama 3's frequency scaling (as torchtitan)
+    norm_eps: float = 1e-5  # llama: RMSNorm epsilon (torchtitan's)
 
     @property
     def head_dim(self) -> int:
         """Width of one attention head."""
         return self.dim // self.heads
+
+    @property
+    def n_kv_heads(self) -> int:
+        """Key/value heads: `kv_heads`, or one per query head."""
+        return self.kv_heads or self.heads
 
 
 @dataclass(frozen=True)
@@ -97,14 +106,17 @@ def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = 
     An unset `train.preset` is chosen for `device` (`train/defaults.py`); a plan made without a
     device (a tool reading a config) is the CPU's.
     """
-    choice = choose_preset(cfg.preset, device.backend if device is not None else "cpu")
+    choice = choose_preset(cfg.preset, device.backend if device is not None else "cpu", cfg.model)
     preset = PRESETS[choice.name]
+    model = cfg.model or preset.model
     shape = ModelShape(
         dim=_pick(cfg.dim, preset.dim),
         layers=_pick(cfg.layers, preset.layers),
         heads=_pick(cfg.heads, preset.heads),
         ffn_dim=_pick(cfg.ffn_dim, preset.ffn_dim),
         vocab_size=_pick(cfg.vocab_size, preset.vocab_size),
+        model=model,
+        kv_heads=(cfg.kv_heads or preset.kv_heads) if model == "llama" else None,
     )
     data: DataKind = cfg.data or preset.data
     plan = TrainPlan(
@@ -131,6 +143,7 @@ def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
             f"train.heads={shape.heads} does not divide train.dim={shape.dim}; "
             f"accepted: a head count that divides dim (preset {plan.preset})"
         )
+    _check_llama(cfg, plan)
     if plan.data == "text" and shape.vocab_size < TEXT_VOCAB:
         raise UserError(
             f"train.vocab_size={shape.vocab_size} is too small for data=text (byte tokens need "
@@ -156,6 +169,25 @@ def check_plan(cfg: TrainConfig, plan: TrainPlan) -> None:
         raise UserError(
             f"train.checkpoint_every={cfg.checkpoint_every} is larger than train.steps="
             f"{plan.steps}, so no checkpoint would be written; accepted: 0 (off) or <= steps"
+        )
+
+
+def _check_llama(cfg: TrainConfig, plan: TrainPlan) -> None:
+    shape = plan.shape
+    if cfg.kv_heads is not None and shape.model != "llama":
+        raise UserError(
+            f"train.kv_heads={cfg.kv_heads} is a llama setting but train.model={shape.model}; accepted: "
+            "train.model=llama with kv_heads, or no kv_heads"
+        )
+    if shape.model == "llama" and shape.heads % shape.n_kv_heads:
+        raise UserError(
+            f"train.kv_heads={shape.n_kv_heads} does not divide train.heads={shape.heads}; accepted: a "
+            f"divisor of heads (preset {plan.preset})"
+        )
+    if shape.model == "llama" and shape.head_dim % 2:
+        raise UserError(
+            f"train.dim={shape.dim} / train.heads={shape.heads} gives an odd head width {shape.head_dim}; "
+            "accepted: an even head width (RoPE rotates pairs)"
         )
 
 

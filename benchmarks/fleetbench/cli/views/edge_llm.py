@@ -1,0 +1,78 @@
+"""What `edge llm` shows: the runtimes side by side (pp, tg, time to first token, load, RSS, agreement)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from fleetbench.edge.llm.job import LlmOutcome, LlmRow
+
+
+def _num(value: float, digits: int = 0) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "-"
+
+
+def _mib(value: int) -> str:
+    return f"{value / 2**20:.0f}" if value else "-"
+
+
+def _cells(row: LlmRow) -> list[str]:
+    mode = "mmap" if row.mmap else "read"
+    if not row.ok:
+        return [row.runtime, row.dtype, mode, *["-"] * 8, f"[red]{row.error}[/]"]
+    agrees = "[green]yes[/]" if row.agrees else "[red]NO[/]"
+    return [
+        row.runtime,
+        row.dtype,
+        mode,
+        f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
+        f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}" if row.tg else "-",
+        _num(row.ttft["p50"] * 1e3, 1),
+        _num(row.load_s * 1e3, 1),
+        f"{_mib(row.rss_after_load_bytes)}/{_mib(row.peak_rss_bytes)}",
+        f"{row.tries} {_num(row.cv * 100, 1)}%",
+        f"{row.logit_error:.0e}",
+        f"{row.greedy_equal}/{row.greedy_total}",
+        agrees,
+    ]
+
+
+def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
+    """The side-by-side table, the skipped paths with why, the failures and the PNG's path."""
+    if outcome is None:
+        return
+    table = Table(
+        title=f"edge llm: {outcome.model} ({outcome.params / 1e6:.1f}M params), pp{outcome.prompt_tokens} "
+        f"tg{outcome.gen_tokens}, {outcome.threads} thread(s) (tok/s p50/p99; p90 in the record)",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
+    for column in (
+        "runtime",
+        "dtype",
+        "weights",
+        "pp tok/s",
+        "tg tok/s",
+        "TTFT ms",
+        "load ms",
+        "RSS MiB load/peak",
+        "tries CV",
+        "logit err",
+        "greedy",
+        "ok",
+    ):
+        table.add_column(column, justify="left" if column in ("runtime", "dtype", "weights", "ok") else "right")
+    for row in outcome.rows:
+        table.add_row(*_cells(row))
+    console.print(table)
+    for what, why in outcome.skipped:
+        console.print(f"skipped {what}: {why}")
+    for failure in outcome.failures:
+        console.print(f"[red]wrong:[/] {failure}")
+    if outcome.png is not None:
+        console.print(f"plot: {outcome.png}")

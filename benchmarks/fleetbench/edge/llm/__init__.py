@@ -1,0 +1,1 @@
+"""Edge LLM runtimes (llama.cpp, MLX) running the trainer's llama-family model: export, measure, agree."""

@@ -1,0 +1,387 @@
+"""`fleetbench edge llm`: the llama-family model exported once and run by each edge LLM runtime, side by side.
+
+Model (fresh init of a preset, or a checkpoint) -> eager PyTorch reference (prompt logits, greedy
+tokens) -> one export per runtime and dtype (GGUF for llama.cpp, safetensors for MLX) -> per runtime,
+dtype and load mode a worker process (worker.py) inside the device-farm discipline (cooldown and
+thermal reading around it, tries until the CV target) -> agreement with eager, metrics, the record,
+llm_results.json and a PNG. A runtime whose logits leave the dtype's tolerance, or whose f32 greedy
+tokens differ from eager's, fails the run (exit 1) after everything was written.
+
+Tolerance: max |logit - eager| / max |eager logit| over the prompt is at most 1e-4 for f32, 1e-2 for
+f16 and 5e-2 for q8_0 (measured on llama3-debug: 1.5e-5, 4e-4 to 8e-4, 1.1e-2).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fleetbench.config.edge import EdgeLlmConfig
+from fleetbench.config.schema import FleetbenchConfig
+from fleetbench.edge.discipline import Watch
+from fleetbench.errors import UserError
+from fleetbench.job import Job, JobFailed, JobResult, RunContext
+from fleetbench.telemetry.session import BenchmarkRun, open_run
+
+BENCHMARK = "edge-llm"
+TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "q8_0": 5e-2}
+PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
+# What this host cannot run, said instead of faked.
+METAL_REASON = "needs macOS on Apple silicon (Metal); this host runs the CPU build"
+DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16"), "executorch": ("f32",)}
+NO_DECODE = "executorch: the .pte is exported at the prompt's length without a key/value cache (prefill only)"
+WORKER_TIMEOUT_S = 1800
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LlmRow:
+    """One runtime, dtype and load mode: what its worker measured and whether it agrees with eager."""
+
+    runtime: str
+    dtype: str
+    mmap: bool
+    ok: bool = False
+    error: str | None = None
+    load_s: float = float("nan")
+    rss_after_load_bytes: int = 0
+    peak_rss_bytes: int = 0
+    pp: dict[str, float] = field(default_factory=dict)
+    tg: dict[str, float] = field(default_factory=dict)
+    ttft: dict[str, float] = field(default_factory=dict)
+    tries: int = 0
+    cv: float = float("nan")
+    logit_error: float = float("nan")
+    greedy_equal: int = 0
+    greedy_total: int = 0
+    agrees: bool = False
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LlmOutcome:
+    """What `edge llm` measured, as its view needs it."""
+
+    model: str
+    params: int
+    threads: int
+    prompt_tokens: int
+    gen_tokens: int
+    rows: list[LlmRow]
+    skipped: list[tuple[str, str]]
+    failures: list[str]
+    png: Path | None
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    return {name: float(np.percentile(values, q)) for name, q in PERCENTILES}
+
+
+def _threads(cfg: EdgeLlmConfig) -> int:
+    if cfg.threads is not None:
+        return cfg.threads
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def eager_reference(model: Any, prompt: list[int], count: int) -> tuple[np.ndarray, list[int]]:
+    """Eager PyTorch's logits of the prompt and its `count` greedy tokens (the whole sequence re-run each step)."""
+    import torch
+
+    tokens = list(prompt)
+    with torch.no_grad():
+        logits = model(torch.tensor([tokens]))[0]
+        reference = logits.numpy().copy()
+        greedy = [int(logits[-1].argmax())]
+        while len(greedy) < count:
+            out = model(torch.tensor([tokens + greedy]))[0, -1]
+            greedy.append(int(out.argmax()))
+    return reference, greedy
+
+
+def export_all(
+    model: Any, cfg: EdgeLlmConfig, folder: Path
+) -> tuple[dict[tuple[str, str], Path], list[tuple[str, str]]]:
+    """One export per runtime and dtype it reads; the pairs it does not, as skipped with why."""
+    exports: dict[tuple[str, str], Path] = {}
+    skipped: list[tuple[str, str]] = []
+    for runtime in cfg.runtimes:
+        for dtype in cfg.dtypes:
+            if dtype not in DTYPES_OF[runtime]:
+                skipped.append((f"{runtime} {dtype}", f"{runtime} export writes {', '.join(DTYPES_OF[runtime])}"))
+                continue
+            if runtime == "executorch":
+                exports[runtime, dtype] = _export_pte(model, cfg, folder)
+            elif runtime == "llama.cpp":
+                from fleetbench.edge.llm.gguf_export import export_gguf
+
+                exports[runtime, dtype] = export_gguf(model, folder / f"model-{dtype}.gguf", dtype)
+            else:
+                from fleetbench.edge.llm.mlx_model import export_mlx
+
+                exports[runtime, dtype] = export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
+        if runtime == "executorch":
+            skipped.append(("executorch tg", NO_DECODE))
+        else:
+            skipped.append((f"{runtime} Metal", METAL_REASON) if sys.platform != "darwin" else ("", ""))
+    return exports, [s for s in skipped if s[0]]
+
+
+def _export_pte(model: Any, cfg: EdgeLlmConfig, folder: Path) -> Path:
+    """The model at the prompt's length, lowered to XNNPACK (the .pte path `edge export` uses)."""
+    import torch
+
+    from fleetbench.edge import pte
+    from fleetbench.edge.model_factory import BuiltModel
+
+    tokens = torch.zeros((1, cfg.prompt_tokens), dtype=torch.long)
+    built = BuiltModel(cfg.preset, "fleetbench.edge.llm.source:build_llama", model, (tokens,), [model.shape.vocab_size])
+    [result] = pte.export(built, ["xnnpack"], folder, 0, 1, strict=True)
+    assert result.path is not None
+    return result.path
+
+
+def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
+    spec_path, out_path = scratch / "spec.json", scratch / "out.json"
+    spec_path.write_text(json.dumps(spec))
+    out_path.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetbench.edge.llm.worker", str(spec_path), str(out_path)],
+        capture_output=True,
+        text=True,
+        timeout=WORKER_TIMEOUT_S,
+        check=False,
+    )
+    if not out_path.is_file():
+        tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        return {"ok": False, "error": f"the worker died: {tail}"}
+    result: dict[str, Any] = json.loads(out_path.read_text())
+    return result
+
+
+def _fill(row: LlmRow, out: dict[str, Any], reference: np.ndarray, greedy: list[int], logits_path: Path) -> None:
+    row.ok = bool(out.get("ok"))
+    if not row.ok:
+        row.error = str(out.get("error"))
+        return
+    row.load_s = out["load_s"]
+    row.rss_after_load_bytes, row.peak_rss_bytes = out["rss_after_load_bytes"], out["peak_rss_bytes"]
+    row.samples = {"pp": out["pp_tokens_per_s"], "tg": out["tg_tokens_per_s"], "ttft": out["ttft_s"]}
+    row.pp, row.ttft = _percentiles(row.samples["pp"]), _percentiles(row.samples["ttft"])
+    row.tg = _percentiles(row.samples["tg"]) if row.samples["tg"] else {}
+    row.tries, row.cv = len(out["pp_tokens_per_s"]), out["cv"]
+    logits = np.load(logits_path)
+    row.logit_error = float(np.abs(logits - reference).max() / np.abs(reference).max())
+    decoded = len(out["greedy"])  # 1 where the runtime cannot decode: its first token only
+    row.greedy_total = min(len(greedy), decoded)
+    row.greedy_equal = sum(1 for a, b in zip(out["greedy"], greedy[:decoded], strict=False) if a == b)
+    row.agrees = row.logit_error <= TOLERANCE[row.dtype] and (
+        row.dtype != "f32" or row.greedy_equal == row.greedy_total
+    )
+
+
+def _record(bench: BenchmarkRun, row: LlmRow) -> None:
+    ident = {"runtime": row.runtime, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
+    for phase, values in (("pp", row.pp), ("tg", row.tg)):  # tg is empty for a prefill-only runtime
+        for name, value in values.items():
+            bench.metrics.set("fleetbench_edge_llm_tokens_per_second", value, phase=phase, percentile=name, **ident)
+    for name, value in row.ttft.items():
+        bench.metrics.set("fleetbench_edge_llm_time_to_first_token_seconds", value, percentile=name, **ident)
+    bench.metrics.set("fleetbench_edge_llm_load_seconds", row.load_s, **ident)
+    bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_after_load_bytes, phase="load", **ident)
+    bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.peak_rss_bytes, phase="peak", **ident)
+    if row.mmap:  # agreement does not depend on how the weights were loaded: once per runtime and dtype
+        pair = {"runtime": row.runtime, "dtype": row.dtype}
+        bench.metrics.set("fleetbench_edge_llm_logit_error_ratio", row.logit_error, **pair)
+        bench.metrics.set("fleetbench_edge_llm_agreement", 1 if row.agrees else 0, **pair)
+    bench.add_headline(
+        "fleetbench_edge_llm_tokens_per_second", row.pp["p50"], row.samples["pp"], phase="pp", percentile="p50", **ident
+    )
+    if row.tg:
+        bench.add_headline(
+            "fleetbench_edge_llm_tokens_per_second",
+            row.tg["p50"],
+            row.samples["tg"],
+            phase="tg",
+            percentile="p50",
+            **ident,
+        )
+
+
+def _measure(
+    cfg: EdgeLlmConfig,
+    exports: dict[tuple[str, str], Path],
+    prompt: list[int],
+    ref: tuple[np.ndarray, list[int]],
+    context: RunContext,
+    watch: Watch,
+) -> list[LlmRow]:
+    rows: list[LlmRow] = []
+    plan = [(runtime, dtype, mmap) for (runtime, dtype) in exports for mmap in cfg.mmap]
+    with (
+        tempfile.TemporaryDirectory(prefix="fleetbench-llm-") as tmp,
+        context.progress.task("edge llm", "measuring ...", total=len(plan)) as task,
+    ):
+        scratch = Path(tmp)
+        for runtime, dtype, mmap in plan:
+            task.update(f"{runtime} {dtype} {'mmap' if mmap else 'read-in'}")
+            logits_path = scratch / "logits.npy"
+            spec = {
+                "runtime": runtime,
+                "path": str(exports[runtime, dtype]),
+                "mmap": mmap,
+                "threads": _threads(cfg),
+                "context": cfg.prompt_tokens + max(cfg.gen_tokens, cfg.agree_tokens) + 8,
+                "prompt": prompt,
+                "gen_tokens": cfg.gen_tokens,
+                "agree_tokens": cfg.agree_tokens,
+                "min_tries": cfg.min_tries,
+                "max_tries": cfg.max_tries,
+                "cv_target": cfg.cv_target,
+                "logits_out": str(logits_path),
+            }
+            out, _thermal = watch.around(functools.partial(_run_worker, spec, scratch))
+            row = LlmRow(runtime, dtype, mmap)
+            _fill(row, out, ref[0], ref[1], logits_path)
+            rows.append(row)
+            task.advance()
+    return rows
+
+
+def _failures(rows: list[LlmRow]) -> list[str]:
+    out = []
+    for row in rows:
+        what = f"{row.runtime} {row.dtype} {'mmap' if row.mmap else 'read-in'}"
+        if not row.ok:
+            out.append(f"{what}: {row.error}")
+        elif not row.agrees:
+            out.append(
+                f"{what}: logits off eager by {row.logit_error:.2e} of their range (tolerance "
+                f"{TOLERANCE[row.dtype]:.0e}), greedy {row.greedy_equal}/{row.greedy_total} equal"
+            )
+    return out
+
+
+def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
+    rows = [asdict(r) for r in outcome.rows]
+    (folder / "llm_results.json").write_text(json.dumps({"rows": rows, "skipped": outcome.skipped}, indent=1) + "\n")
+    ok = [r for r in outcome.rows if r.ok]
+    if not plot or not ok:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r.runtime}\n{r.dtype} {'mmap' if r.mmap else 'read'}" for r in ok]
+    fig, axes = plt.subplots(1, 3, figsize=(4 + 1.4 * len(ok), 4))
+    for ax, (title, values) in zip(
+        axes,
+        (
+            ("prefill pp tok/s (p50)", [r.pp["p50"] for r in ok]),
+            ("decode tg tok/s (p50)", [r.tg.get("p50", 0.0) for r in ok]),
+            ("load ms", [r.load_s * 1e3 for r in ok]),
+        ),
+        strict=True,
+    ):
+        ax.bar(range(len(ok)), values, color=["#1f77b4" if r.runtime == "llama.cpp" else "#ff7f0e" for r in ok])
+        ax.set_xticks(range(len(ok)), labels, fontsize=7, rotation=60)
+        ax.set_title(title, fontsize=9)
+    fig.suptitle(
+        f"{outcome.model}: {outcome.prompt_tokens}-token prompt, {outcome.gen_tokens} generated, {outcome.threads} threads"
+    )
+    fig.tight_layout()
+    png = folder / "llm_runtimes.png"
+    fig.savefig(png, dpi=110)
+    plt.close(fig)
+    return png
+
+
+def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
+    """Export, measure each runtime side by side, check agreement; a wrong export fails the run last."""
+    import torch
+
+    from fleetbench.edge.llm.source import build_llama
+    from fleetbench.train.decoder import param_counts
+
+    cfg = config.edge.llm
+    _require(cfg)
+    model = build_llama(cfg.preset, config.edge.seed, cfg.checkpoint)
+    if cfg.prompt_tokens + cfg.gen_tokens > 8192:
+        raise UserError(
+            f"edge.llm.prompt_tokens + gen_tokens = {cfg.prompt_tokens + cfg.gen_tokens}; accepted: at most 8192"
+        )
+    generator = torch.Generator().manual_seed(config.edge.seed)
+    prompt = torch.randint(0, model.shape.vocab_size, (cfg.prompt_tokens,), generator=generator).tolist()
+    bench = open_run(config, context, BENCHMARK, cfg, "cpu", "cpu")
+    folder = context.folder("edge")
+    with bench:
+        folder.mkdir(parents=True, exist_ok=True)
+        with context.progress.task("edge llm", "eager reference and exports ..."):
+            reference = eager_reference(model, prompt, cfg.agree_tokens)
+            exports, skipped = export_all(model, cfg, folder / "llm")
+        for what, why in skipped:
+            log.info("skipped %s: %s", what, why)
+        watch = Watch.start(config.edge)
+        rows = _measure(cfg, exports, prompt, reference, context, watch)
+        for row in rows:
+            if row.ok:
+                _record(bench, row)
+        failures = _failures(rows)
+        outcome = LlmOutcome(
+            cfg.preset,
+            param_counts(model.shape)[0],
+            _threads(cfg),
+            cfg.prompt_tokens,
+            cfg.gen_tokens,
+            rows,
+            skipped,
+            failures,
+            None,
+        )
+        png = _write(folder, outcome, config.edge.plot)
+        outcome = LlmOutcome(**{**outcome.__dict__, "png": png})
+        bench.summary.update(
+            {"rows": [asdict(r) for r in rows], "skipped": skipped, "failures": failures, "tolerance": TOLERANCE}
+        )
+        if failures:
+            bench.finish(error="wrong or failed runtimes: " + "; ".join(failures))
+    result = JobResult([bench.result()], outcome)
+    if failures:
+        raise JobFailed("wrong or failed runtimes: " + "; ".join(failures), result)
+    return result
+
+
+def _require(cfg: EdgeLlmConfig) -> None:
+    """Refuse, in one line with the install hint, a runtime whose package is missing."""
+    import importlib.util
+
+    packages = {
+        "llama.cpp": ("llama_cpp", "llama-cpp-python==0.3.36"),
+        "mlx": ("mlx", "mlx[cpu]==0.32.4"),
+        "executorch": ("executorch", "executorch==1.5.1"),
+    }
+    for runtime in cfg.runtimes:
+        module, pip = packages[runtime]
+        if importlib.util.find_spec(module) is None:
+            raise UserError(
+                f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [mobile] extra ({pip}), "
+                f"or accepted without it: {', '.join(r for r in packages if r != runtime)}"
+            )
+    if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
+        raise UserError(
+            "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [mobile] extra (gguf==0.19.0)"
+        )
+
+
+JOB: Job[LlmOutcome] = run

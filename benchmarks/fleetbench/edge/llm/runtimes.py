@@ -1,0 +1,212 @@
+"""One edge LLM runtime behind four calls: load, prefill (a prompt from an empty cache, the last position's
+logits), decode (one token after what is cached), and logits (every position of a prompt, for the
+agreement check). llama.cpp through llama-cpp-python (GGUF), MLX (safetensors + the mlx.nn module).
+
+Timings follow llama-bench: pp is a prompt of `prompt_tokens` processed as one batch from an empty
+cache, tg is `gen_tokens` tokens decoded one at a time from an empty cache.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from fleetbench.edge.native import native_stderr, optional_module
+
+
+class Session(Protocol):
+    """A loaded model in one runtime."""
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        """Empty the cache, process `tokens` as one batch; the last position's logits."""
+
+    def decode(self, token: int) -> np.ndarray:
+        """Process one more token after the cached ones; its logits."""
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """Logits of every position of `tokens` (seq, vocab), from an empty cache."""
+
+    def close(self) -> None:
+        """Free the model."""
+
+
+class LlamaCppSession:
+    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes."""
+
+    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int) -> None:
+        from llama_cpp import Llama
+
+        self._sink: list[str] = []
+        with native_stderr(self._sink):
+            self.llm = Llama(
+                str(path),
+                n_ctx=context,
+                n_batch=batch,
+                n_ubatch=batch,
+                n_threads=threads,
+                n_threads_batch=threads,
+                use_mmap=mmap,
+                logits_all=False,
+                verbose=False,
+            )
+        self.path, self.mmap, self.threads, self.context = path, mmap, threads, context
+        import llama_cpp
+
+        self._c = llama_cpp
+        self._vocab = self.llm.n_vocab()
+
+    def _last(self) -> np.ndarray:
+        row = self._c.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(row, shape=(self._vocab,)).copy()
+
+    def _decode(self, tokens: list[int]) -> None:
+        # llama_decode on llama_batch_get_one, as llama-bench does: Llama.eval's Python bookkeeping (its
+        # batch object, cache trimming, score arrays) cost about 1 ms a token, 30-40 % of tg on this model
+        array = (self._c.llama_token * len(tokens))(*tokens)
+        code = self._c.llama_decode(self.llm._ctx.ctx, self._c.llama_batch_get_one(array, len(tokens)))
+        if code != 0:
+            raise RuntimeError(f"llama_decode returned {code}")
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        """See Session."""
+        self.llm._ctx.kv_cache_clear()  # type: ignore[no-untyped-call]
+        self._decode(tokens)
+        return self._last()
+
+    def decode(self, token: int) -> np.ndarray:
+        """See Session."""
+        self._decode([token])
+        return self._last()
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """See Session: a second context with every position's logits kept (logits_all)."""
+        from llama_cpp import Llama
+
+        with native_stderr(self._sink):
+            full = Llama(
+                str(self.path),
+                n_ctx=self.context,
+                n_batch=len(tokens),
+                n_ubatch=len(tokens),
+                n_threads=self.threads,
+                use_mmap=self.mmap,
+                logits_all=True,
+                verbose=False,
+            )
+        try:
+            full.eval(tokens)
+            return np.array(full.scores[: len(tokens)])
+        finally:
+            full.close()
+
+    def close(self) -> None:
+        """See Session."""
+        self.llm.close()
+
+
+class MlxSession:
+    """MLX: the exported folder loaded lazily (memory-mapped) or read into memory first; a key/value cache."""
+
+    def __init__(self, folder: Path, mmap: bool, threads: int) -> None:
+        import mlx.core as mx
+
+        from fleetbench.edge.llm.mlx_model import load_mlx
+
+        self.mx = mx
+        self.model = load_mlx(folder, mmap)
+        self.cache: list[list[Any]] = []
+
+    def _run(self, tokens: list[int], cache: list[list[Any]] | None) -> np.ndarray:
+        mx = self.mx
+        out = self.model(mx.array([tokens], dtype=mx.int32), cache)
+        mx.eval(out)
+        return np.array(out[0].astype(mx.float32))
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        """See Session."""
+        self.cache = [[] for _ in self.model.layers]
+        last: np.ndarray = self._run(tokens, self.cache)[-1]
+        return last
+
+    def decode(self, token: int) -> np.ndarray:
+        """See Session."""
+        last: np.ndarray = self._run([token], self.cache)[-1]
+        return last
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """See Session."""
+        return self._run(tokens, None)
+
+    def close(self) -> None:
+        """See Session."""
+        self.cache = []
+
+
+class ExecuTorchSession:
+    """ExecuTorch: a .pte of the model at the prompt's length (XNNPACK). torch.export fixes the shape and
+    the program has no key/value cache, so it prefills only; `decode` raises NotImplementedError.
+    mmap: the runtime's file (mmap) data loader; else the bytes are read in and handed over as a buffer."""
+
+    decodes = False
+
+    def __init__(self, path: Path, mmap: bool) -> None:
+        Runtime = optional_module("executorch.runtime").Runtime
+
+        self._sink: list[str] = []
+        # the runtime reads the buffer in place: it must live as long as the program (freed: a crash)
+        self._data = None if mmap else path.read_bytes()
+        with native_stderr(self._sink):
+            runtime = Runtime.get()
+            program = runtime.load_program(path if self._data is None else self._data)
+            self.method = program.load_method("forward")
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """See Session: the program's own length only."""
+        import torch
+
+        with native_stderr(self._sink):
+            out = self.method.execute([torch.tensor([tokens], dtype=torch.long)])
+        result: np.ndarray = out[0][0].float().numpy()
+        return result
+
+    def prefill(self, tokens: list[int]) -> np.ndarray:
+        """See Session."""
+        last: np.ndarray = self.logits(tokens)[-1]
+        return last
+
+    def decode(self, token: int) -> np.ndarray:
+        """Not in a fixed-shape program without a cache."""
+        raise NotImplementedError("the .pte is exported at the prompt's length without a key/value cache")
+
+    def close(self) -> None:
+        """See Session."""
+
+
+def prepare(runtime: str) -> None:
+    """Import the runtime's modules, so a timed load is the model's load and not the import."""
+    if runtime == "llama.cpp":
+        import llama_cpp  # noqa: F401
+    elif runtime == "executorch":
+        import torch  # noqa: F401
+
+        with native_stderr([]):
+            optional_module("executorch.runtime").Runtime.get()
+    else:
+        import mlx.core as mx
+
+        import fleetbench.edge.llm.mlx_model  # noqa: F401
+
+        mx.set_default_device(mx.cpu)
+
+
+def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int) -> Session:
+    """A session of `runtime` on the exported `path`."""
+    if runtime == "llama.cpp":
+        return LlamaCppSession(path, mmap, threads, context, batch)
+    if runtime == "executorch":
+        return ExecuTorchSession(path, mmap)
+    if runtime == "mlx":
+        return MlxSession(path, mmap, threads)
+    raise ValueError(f"unknown runtime {runtime!r}")

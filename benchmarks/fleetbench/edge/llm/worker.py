@@ -1,0 +1,120 @@
+"""One runtime, one dtype, one load mode, measured in a process of its own, so that its peak RSS and load
+time are its own: `python -m fleetbench.edge.llm.worker SPEC.json OUT.json`.
+
+Order: load (timed; RSS before and after), warm-up (one pp and one tg, untimed), tries of pp, time to
+first token and tg until the coefficient of variation of both pp and tg is below the target (at
+least min_tries, at most max_tries), peak RSS, then the agreement pass (logits of the prompt and
+greedy tokens), which loads what it needs after the peak was read.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+
+
+def _peak_rss() -> int:
+    """This process's peak resident set: VmHWM (ru_maxrss survives exec on Linux: it would be the parent's)."""
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
+def _cv(values: list[float]) -> float:
+    return float(np.std(values) / np.mean(values)) if len(values) > 1 and np.mean(values) > 0 else float("inf")
+
+
+def _try(session: Any, prompt: list[int], gen: int) -> tuple[float, float, float]:
+    """(pp seconds, time to first token in seconds, tg seconds; nan for a runtime that cannot decode) of one try."""
+    start = time.perf_counter()
+    last = session.prefill(prompt)
+    prefilled = time.perf_counter()
+    int(np.argmax(last))  # the first generated token is known here
+    first = time.perf_counter()
+    if not getattr(session, "decodes", True):
+        return prefilled - start, first - start, float("nan")
+    session.prefill([prompt[0]])  # empty the cache: tg starts at position 1, as llama-bench's at 0
+    token = prompt[0]
+    tg_start = time.perf_counter()
+    for _ in range(gen):
+        token = int(np.argmax(session.decode(token)))
+    return prefilled - start, first - start, time.perf_counter() - tg_start
+
+
+def _greedy(session: Any, prompt: list[int], count: int) -> list[int]:
+    tokens = [int(np.argmax(session.prefill(prompt)))]
+    if not getattr(session, "decodes", True):
+        return tokens
+    while len(tokens) < count:
+        tokens.append(int(np.argmax(session.decode(tokens[-1]))))
+    return tokens
+
+
+def measure(spec: dict[str, Any]) -> dict[str, Any]:
+    """Everything one (runtime, dtype, mmap) measured; see the module docstring."""
+    from fleetbench.edge.llm.runtimes import open_session, prepare
+
+    prepare(spec["runtime"])  # imports outside the timed load
+    prompt: list[int] = spec["prompt"]
+    gen = int(spec["gen_tokens"])
+    process = psutil.Process()
+    rss_before = process.memory_info().rss
+    start = time.perf_counter()
+    session = open_session(
+        spec["runtime"], Path(spec["path"]), bool(spec["mmap"]), int(spec["threads"]), spec["context"], len(prompt)
+    )
+    load_s = time.perf_counter() - start
+    rss_loaded = process.memory_info().rss
+    _try(session, prompt, min(gen, 4))  # warm-up: first-call allocations, MLX's graph caches
+    pp: list[float] = []
+    tg: list[float] = []
+    ttft: list[float] = []
+    while len(pp) < spec["max_tries"]:
+        p, f, t = _try(session, prompt, gen)
+        pp.append(len(prompt) / p)
+        ttft.append(f)
+        if t == t:  # not nan: the runtime decodes
+            tg.append(gen / t)
+        if len(pp) >= spec["min_tries"] and max(_cv(pp), _cv(tg) if tg else 0.0) <= spec["cv_target"]:
+            break
+    peak_rss = _peak_rss()
+    logits = session.logits(prompt)
+    greedy = _greedy(session, prompt, int(spec["agree_tokens"]))
+    session.close()
+    np.save(spec["logits_out"], logits.astype(np.float32))
+    return {
+        "load_s": load_s,
+        "rss_after_load_bytes": rss_loaded,
+        "rss_load_delta_bytes": rss_loaded - rss_before,
+        "peak_rss_bytes": peak_rss,
+        "pp_tokens_per_s": pp,
+        "tg_tokens_per_s": tg,
+        "ttft_s": ttft,
+        "cv": max(_cv(pp), _cv(tg) if tg else 0.0),
+        "greedy": greedy,
+    }
+
+
+def main(argv: list[str]) -> int:
+    """Read the spec, measure, write the result (or the error, one line) as JSON."""
+    spec = json.loads(Path(argv[0]).read_text())
+    try:
+        out: dict[str, Any] = {"ok": True, **measure(spec)}
+    except Exception as exc:  # the parent reports it as this runtime's failure, in one line
+        out = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+    Path(argv[1]).write_text(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

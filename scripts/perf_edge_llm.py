@@ -1,0 +1,178 @@
+"""`make perf`, edge llm row: fleetbench's llama.cpp figures against llama.cpp's own llama-bench.
+
+The same GGUF (the llama3-debug model, q8_0 and f32), the same threads and the same pp/tg lengths:
+fleetbench's worker (what `fleetbench edge llm` runs) and llama-bench, built with CMake from the very
+sources llama-cpp-python vendors (its sdist, the version the mobile extra pins), alternate round by
+round (A B A B ...) so drift hits both. The ratio fleetbench / llama-bench of the medians should lie
+within 10 %: the suite adds no overhead of its own to what it measures.
+
+PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench/bin/llama-bench;
+`--build` builds it there (minutes). Not a test: prints the table and exits 0 (also when llama-bench or
+llama-cpp-python is missing: it says why).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+ROUNDS = 5
+PP, TG = 128, 32
+CACHE = Path.home() / ".cache" / "fleetbench"
+BUILD = CACHE / "build" / "llama-bench"
+console = Console()
+
+
+def llama_bench() -> Path | None:
+    """The llama-bench binary, or None."""
+    for candidate in (os.environ.get("LLAMA_BENCH"), BUILD / "bin" / "llama-bench"):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def build_llama_bench() -> Path:
+    """Build llama-bench from llama-cpp-python's sdist (the pinned version's vendored llama.cpp)."""
+    pin = f"llama-cpp-python=={version('llama_cpp_python')}"
+    src = CACHE / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--no-binary", ":all:", "--no-deps", pin, "-d", str(src)],
+        check=True,
+    )
+    archive = next(src.glob(f"llama_cpp_python-{pin.split('==')[1]}.tar.gz"))
+    with tarfile.open(archive) as tar:
+        tar.extractall(src, filter="data")
+    vendored = src / archive.name.removesuffix(".tar.gz") / "vendor" / "llama.cpp"
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+    subprocess.run(["cmake", "-S", str(vendored), "-B", str(BUILD), "-G", "Ninja", *flags], check=True)
+    subprocess.run(["cmake", "--build", str(BUILD), "--target", "llama-bench", "-j", str(os.cpu_count())], check=True)
+    return BUILD / "bin" / "llama-bench"
+
+
+def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
+    """(pp, tg) tokens/s of one fleetbench measurement: the edge llm worker, one try after its warm-up."""
+    from fleetbench.edge.llm.job import _run_worker
+
+    spec = {
+        "runtime": "llama.cpp",
+        "path": str(path),
+        "mmap": True,
+        "threads": threads,
+        "context": PP + TG + 8,
+        "prompt": [(i * 37) % 2048 for i in range(PP)],
+        "gen_tokens": TG,
+        "agree_tokens": 1,
+        "min_tries": 3,
+        "max_tries": 3,
+        "cv_target": 1.0,
+        "logits_out": str(scratch / "logits.npy"),
+    }
+    out = _run_worker(spec, scratch)
+    if not out.get("ok"):
+        raise RuntimeError(str(out.get("error")))
+    return statistics.median(out["pp_tokens_per_s"]), statistics.median(out["tg_tokens_per_s"])
+
+
+def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
+    """(pp, tg) tokens/s of llama-bench on the same file: its own mean over 3 repetitions; flash attention
+    off, as llama-cpp-python's default."""
+    done = subprocess.run(
+        [
+            str(binary),
+            "-m",
+            str(path),
+            "-p",
+            str(PP),
+            "-n",
+            str(TG),
+            "-t",
+            str(threads),
+            "-r",
+            "3",
+            "-fa",
+            "0",
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    tests = json.loads(done.stdout)
+    pp = next(t["avg_ts"] for t in tests if t["n_prompt"] == PP and t["n_gen"] == 0)
+    tg = next(t["avg_ts"] for t in tests if t["n_gen"] == TG and t["n_prompt"] == 0)
+    return float(pp), float(tg)
+
+
+def main() -> int:
+    """Measure and print the rows."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        console.print("perf_edge_llm: llama-cpp-python is not installed (the mobile extra); no figures")
+        return 0
+    binary = llama_bench()
+    if binary is None and "--build" in sys.argv:
+        binary = build_llama_bench()
+    if binary is None:
+        console.print(f"perf_edge_llm: no llama-bench (set LLAMA_BENCH, or run with --build to build it in {BUILD})")
+        return 0
+    from fleetbench.edge.llm.gguf_export import export_gguf
+    from fleetbench.edge.llm.source import build_llama
+
+    # One thread by default: on shared cores llama.cpp's spinning thread barriers collapse when another
+    # process takes a core (llama-bench tg32 here: 500 tok/s on 1 thread, 28 on 2, at load average 9)
+    threads = int(os.environ.get("PERF_LLM_THREADS", "1"))
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "?",
+    )
+    table = Table(
+        title=f"fleetbench perf, edge llm: llama.cpp pp{PP} tg{TG}, {threads} threads, {cpu} (medians of {ROUNDS} rounds)"
+    )
+    for column in ("row", "ratio", "fleetbench", "llama-bench"):
+        table.add_column(column, justify="left" if column == "row" else "right")
+    model = build_llama("llama3-debug", seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        for dtype in ("q8_0", "f32"):
+            path = export_gguf(model, scratch / f"model-{dtype}.gguf", dtype)  # type: ignore[arg-type]
+            a: list[tuple[float, float]] = []
+            b: list[tuple[float, float]] = []
+            for index in range(ROUNDS):  # A B, then B A: drift and other load hit both alike
+                if index % 2 == 0:
+                    a.append(ours(path, threads, scratch))
+                    b.append(theirs(binary, path, threads))
+                else:
+                    b.append(theirs(binary, path, threads))
+                    a.append(ours(path, threads, scratch))
+            for phase, i in (("pp", 0), ("tg", 1)):
+                mine, ref = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
+                ratio = mine / ref
+                note = "" if 0.9 <= ratio <= 1.1 else " [yellow]outside 10 %[/]"
+                table.add_row(
+                    f"{dtype} {phase} tok/s, fleetbench / llama-bench (target 0.9-1.1){note}",
+                    f"{ratio:.3f}",
+                    f"{mine:.1f}",
+                    f"{ref:.1f}",
+                )
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

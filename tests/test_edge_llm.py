@@ -1,0 +1,168 @@
+"""`fleetbench edge llm`: the llama model exported to GGUF (llama.cpp) and MLX, run for real, agreeing with eager.
+
+Needs llama-cpp-python, gguf and mlx (the [mobile] extra); each runtime's tests skip with that reason
+where its package is missing. A 2-layer llama3-debug shape keeps the workers at about a second each.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import run_cli
+from fleetbench.edge.llm.job import TOLERANCE, LlmRow, _fill, _run_worker, eager_reference
+from fleetbench.edge.llm.source import build_llama
+from fleetbench.results.store import read_records
+
+needs_llama_cpp = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None,
+    reason="llama-cpp-python and gguf not installed: pip install 'fleetbench[mobile]'",
+)
+needs_mlx = pytest.mark.skipif(
+    importlib.util.find_spec("mlx") is None, reason="mlx not installed: 'fleetbench[mobile]'"
+)
+needs_executorch = pytest.mark.skipif(
+    importlib.util.find_spec("executorch") is None, reason="executorch not installed: 'fleetbench[mobile]'"
+)
+SMALL = {"layers": 2, "kv_heads": 4}  # GQA, as Llama-3-8B has
+
+
+def _export(runtime: str, model: torch.nn.Module, dtype: str, folder: Path) -> Path:
+    if runtime == "executorch":
+        from fleetbench.config.edge import EdgeLlmConfig
+        from fleetbench.edge.llm.job import _export_pte
+
+        folder.mkdir(parents=True, exist_ok=True)
+        return _export_pte(model, EdgeLlmConfig(prompt_tokens=24), folder)
+    if runtime == "llama.cpp":
+        from fleetbench.edge.llm.gguf_export import export_gguf
+
+        return export_gguf(model, folder / f"m-{dtype}.gguf", dtype)  # type: ignore[arg-type]
+    from fleetbench.edge.llm.mlx_model import export_mlx
+
+    return export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
+
+
+def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: Path) -> dict[str, object]:
+    spec = {
+        "runtime": runtime,
+        "path": str(path),
+        "mmap": mmap,
+        "threads": 1,
+        "context": 64,
+        "prompt": prompt,
+        "gen_tokens": 4,
+        "agree_tokens": 6,
+        "min_tries": 1,
+        "max_tries": 1,
+        "cv_target": 1.0,
+        "logits_out": str(tmp_path / "logits.npy"),
+    }
+    return _run_worker(spec, tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "dtype"),
+    [
+        pytest.param("llama.cpp", "f32", marks=needs_llama_cpp),
+        pytest.param("llama.cpp", "q8_0", marks=needs_llama_cpp),
+        pytest.param("mlx", "f32", marks=needs_mlx),
+        pytest.param("mlx", "f16", marks=needs_mlx),
+        # torch.export + XNNPACK lowering: a minute or two on 2 cores
+        pytest.param("executorch", "f32", marks=[needs_executorch, pytest.mark.slow]),
+    ],
+)
+def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp_path: Path) -> None:
+    model = build_llama("llama3-debug", seed=2, overrides=SMALL)
+    prompt = torch.randint(0, 2048, (24,), generator=torch.Generator().manual_seed(0)).tolist()
+    reference = eager_reference(model, prompt, 6)
+    path = _export(runtime, model, dtype, tmp_path)
+    for mmap in (True, False):  # both load modes measured
+        out = _measure(runtime, path, mmap, prompt, tmp_path)
+        row = LlmRow(runtime, dtype, mmap)
+        _fill(row, out, *reference, tmp_path / "logits.npy")
+        assert row.ok, row.error
+        assert row.agrees, (row.logit_error, row.greedy_equal)
+        assert row.logit_error <= TOLERANCE[dtype] and row.load_s > 0 and row.peak_rss_bytes > 0
+        assert row.pp["p50"] > 0 and row.ttft["p50"] > 0
+        assert row.tg["p50"] > 0 if runtime != "executorch" else not row.tg  # a .pte without a cache: prefill only
+    if dtype == "f32":
+        assert row.greedy_equal == row.greedy_total == (6 if runtime != "executorch" else 1)
+    # a wrong export: two tokens' embedding rows swapped (a vocabulary-order bug); the same check must refuse it.
+    # (A wrong block weight of a fresh init moves the logits less: its blocks add little to the embeddings.)
+    first, second = prompt[0], prompt[1]
+    with torch.no_grad():
+        embedding = model.tok_embeddings.weight
+        embedding[[first, second]] = embedding[[second, first]]
+    wrong = _export(runtime, model, dtype, tmp_path / "wrong")
+    row = LlmRow(runtime, dtype, True)
+    _fill(row, _measure(runtime, wrong, True, prompt, tmp_path), *reference, tmp_path / "logits.npy")
+    assert row.ok and not row.agrees and row.logit_error > TOLERANCE[dtype]
+
+
+@needs_llama_cpp
+@needs_mlx
+def test_edge_llm_command_side_by_side(tmp_path: Path) -> None:
+    done = run_cli(
+        "edge", "llm", "--quick", "--results-dir", str(tmp_path), "--dtypes", "f32", "--threads", "1",
+        "--runtimes", "llama.cpp,mlx",
+        "--set", "edge.llm.min_tries=1", "--set", "edge.llm.max_tries=1", "--set", "edge.thermal_sources=[]",
+        "--set", "edge.cooldown_s=0", env={"COLUMNS": "160"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = done.stdout + done.stderr
+    assert "llama.cpp" in shown and "mlx" in shown and "skipped mlx Metal: needs macOS" in shown
+    [record] = read_records(next(tmp_path.glob("*/records.jsonl")).parent)
+    labels = {(h.labels["runtime"], h.labels["phase"], h.labels["mmap"]) for h in record.headline}
+    assert labels == {(r, p, m) for r in ("llama.cpp", "mlx") for p in ("pp", "tg") for m in ("true", "false")}
+    results = json.loads(next(tmp_path.glob("*/edge/llm_results.json")).read_text())
+    assert all(row["agrees"] for row in results["rows"]) and len(results["rows"]) == 4
+    assert next(tmp_path.glob("*/edge/llm_runtimes.png")).stat().st_size > 0
+
+
+def test_edge_llm_bad_dtype_is_one_line(tmp_path: Path) -> None:
+    done = run_cli("edge", "llm", "--dtypes", "f64", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fleetbench: error:") and "f64" in lines[0], done.stderr
+    assert "q8_0" in lines[0]
+
+
+def test_eager_reference_greedy_matches_logits() -> None:
+    model = build_llama("llama3-debug", seed=0, overrides=SMALL)
+    logits, greedy = eager_reference(model, [1, 2, 3, 4], 3)
+    assert logits.shape == (4, 2048) and greedy[0] == int(np.argmax(logits[-1]))
+
+
+def test_checkpoint_weights_load_from_dcp_and_state_dict(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint import state_dict_saver
+
+    from fleetbench.errors import UserError
+
+    trained = build_llama("llama3-debug", seed=5)
+    # the trainer's layout: a DCP step folder whose "model" entry is the model's state dict
+    state_dict_saver.save({"model": trained.state_dict()}, checkpoint_id=str(tmp_path / "step_00000002"), no_dist=True)
+    torch.save(trained.state_dict(), tmp_path / "model.pt")
+    for source in (tmp_path / "step_00000002", tmp_path / "model.pt"):
+        loaded = build_llama("llama3-debug", seed=0, checkpoint=source)
+        for name, tensor in trained.state_dict().items():
+            assert torch.equal(loaded.state_dict()[name], tensor), (source, name)
+    with pytest.raises(UserError, match=r"has no \.metadata"):
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path)
+    with pytest.raises(UserError, match="does not fit the llama model"):
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2})
+
+
+@pytest.mark.skipif(
+    __import__("psutil").virtual_memory().available > 70 * 2**30, reason="this host could hold Llama-3-8B twice"
+)
+def test_llama_8b_refused_before_allocating_where_it_cannot_fit(tmp_path: Path) -> None:
+    done = run_cli("edge", "llm", "--preset", "llama3-8b", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()]
+    assert "preset llama3-8b needs about 60 GiB" in done.stderr and "accepted here: llama3-debug" in done.stderr
