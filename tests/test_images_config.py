@@ -167,6 +167,13 @@ BAD = {
         "has no containers/trainer/Dockerfile; pass the repository root",
     ),
     "load from a missing file": (["images", "load", "-i", "{tmp}/none.tar"], "no such file"),
+    "bad base python": (["images", "build", "trainer", "--base-python", "3"], "--base-python '3' is not accepted"),
+    "ncu dir for the trainer": (
+        ["images", "run", "trainer", "--ncu-dir", "{tmp}"],
+        "--ncu-dir is for the profiler image, not 'trainer'",
+    ),
+    "ncu dir without ncu": (["images", "run", "profiler", "--ncu-dir", "{tmp}"], "has no executable 'ncu'"),
+    "ncu dir that is missing": (["images", "run", "profiler", "--ncu-dir", "{tmp}/none"], "is no folder"),
 }
 
 
