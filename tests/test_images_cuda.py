@@ -88,9 +88,7 @@ def cuda(engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cuda
     results = build_images(
         ["trainer", "profiler"], "cuda", context=context, namespace=CACHE, client=engine, source=source
     )
-    yield CudaImages(
-        engine, context, source, {r.name: r for r in results}, wheelhouse_seconds, house.downloaded
-    )
+    yield CudaImages(engine, context, source, {r.name: r for r in results}, wheelhouse_seconds, house.downloaded)
     # Keep the latest build (the next session's cache); drop older tags and what they alone held.
     keep = {tag for r in results for tag in r.tags}
     for image in engine.images.list(name=f"{CACHE}/*"):
@@ -134,7 +132,9 @@ def test_cuda_trainer_inside_cuda_cudnn_nccl_resolve_and_no_gpu_is_said(
             f"{found['triton_bytes'] / 1e6:.0f} MB); torch {found['torch']}, CUDA {found['cuda']}, cuDNN "
             f"{found['cudnn']}, NCCL {found['nccl']}; wheelhouse {cuda.wheelhouse_seconds:.0f} s "
             f"({'downloaded' if cuda.wheelhouse_downloaded else 'warm'}), build "
-            + ", ".join(f"{r.name} {r.seconds:.0f} s ({r.cached_steps}/{r.steps} cached)" for r in cuda.results.values())
+            + ", ".join(
+                f"{r.name} {r.seconds:.0f} s ({r.cached_steps}/{r.steps} cached)" for r in cuda.results.values()
+            )
         )
 
 
@@ -175,8 +175,8 @@ def test_profiler_runs_the_hosts_ncu_mounted_read_only(cuda: CudaImages, tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     assert "/opt/nvidia/nsight-compute/ncu" in done.stdout
     assert "Version 2025.1.0.0 (stand-in)" in done.stdout and "read-only" in done.stdout
-    status, out, _ = run_inside(cuda.client, cuda.ref("profiler"), ["python", "-c", "import ncu_report"])
-    assert status == 0
+    status, _, err = run_inside(cuda.client, cuda.ref("profiler"), ["python", "-c", "import ncu_report"])
+    assert status == 0, err[-2000:]
 
 
 def test_rebuild_after_a_code_change_reuses_every_dependency_layer(
@@ -208,4 +208,3 @@ def test_rebuild_after_a_code_change_reuses_every_dependency_layer(
             f"one-line change {rebuilt.seconds:.1f} s (ratio {rebuilt.seconds / first.seconds:.3f}; "
             f"{shared}/{len(after)} layers reused)"
         )
-
