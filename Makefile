@@ -91,9 +91,13 @@ profile: setup ## torch.profiler trace, trace summary, roofline (CPU ok); NCU=1 
 edge: setup ## edge GPU kernels (Vulkan/Metal via wgpu; lavapipe here), MPS, ExecuTorch
 	@$(FB) edge run --results-dir $(RESULTS)
 
-images: setup ## build the images, cuda variant (pinned upstream bases; needs a registry)
+# The cuda variant: trainer and profiler build offline (torch's CUDA wheels on the local base); the
+# others build on pinned upstream bases, so list them where a registry is reachable:
+#   make images IMAGES="trainer profiler edge-vulkan prometheus pushgateway node-exporter grafana"
+IMAGES ?= trainer profiler
+images: setup ## CUDA trainer + profiler (torch's CUDA wheels on the offline base; no registry needed)
 	@bash scripts/dockerd.sh
-	@$(FB) images build
+	@$(FB) images build $(IMAGES)
 
 images-cpu: setup ## cpu variants (trainer, edge-vulkan) on the offline local base
 	@bash scripts/dockerd.sh
