@@ -37,15 +37,19 @@ NS = ["--namespace", CACHE]
 BUDGET_NVIDIA_MB = 6000  # the nvidia-* wheels as installed; the image's budget is the spec's
 
 # Run inside the image as its own user: versions, what ldd says of torch's libraries, the nvidia-* size.
+# The driver's own libraries are never in an image: the NVIDIA Container Toolkit mounts the host's.
 INSIDE = r"""
 import glob, json, os, subprocess, torch
+DRIVER = {"libcuda.so.1", "libnvidia-ml.so.1"}
 lib = os.path.join(os.path.dirname(torch.__file__), "lib")
-missing = {}
+missing, from_driver = {}, {}
 for path in sorted(glob.glob(os.path.join(lib, "*.so*"))):
     out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
-    bad = sorted({line.split()[0] for line in out.splitlines() if "not found" in line})
-    if bad:
-        missing[os.path.basename(path)] = bad
+    absent = {line.split()[0] for line in out.splitlines() if "not found" in line}
+    if absent - DRIVER:
+        missing[os.path.basename(path)] = sorted(absent - DRIVER)
+    if absent & DRIVER:
+        from_driver[os.path.basename(path)] = sorted(absent & DRIVER)
 site = os.path.dirname(os.path.dirname(torch.__file__))
 def size(top):
     return sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(top) for f in fs
@@ -54,6 +58,7 @@ print(json.dumps({
     "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
     "nccl": ".".join(map(str, torch.cuda.nccl.version())), "available": torch.cuda.is_available(),
     "uid": os.getuid(), "libs": len(glob.glob(os.path.join(lib, "*.so*"))), "missing": missing,
+    "from_driver": from_driver,
     "nvidia_bytes": size(os.path.join(site, "nvidia")), "torch_bytes": size(os.path.dirname(torch.__file__)),
     "triton_bytes": size(os.path.join(site, "triton")),
 }))
@@ -121,6 +126,7 @@ def test_cuda_trainer_inside_cuda_cudnn_nccl_resolve_and_no_gpu_is_said(
     assert found["cudnn"] and found["cudnn"] >= 90000, found  # cuDNN 9
     assert found["nccl"].startswith("2."), found
     assert found["libs"] >= 5 and found["missing"] == {}, found["missing"]  # every library torch links resolves
+    assert set(found["from_driver"]) <= {"libcaffe2_nvrtc.so"}, found["from_driver"]  # the host's libcuda only
     assert found["available"] is False and found["uid"] == 10001
     assert "no GPU was passed to this container" in err and "--gpus all" in err  # the entrypoint's one line
     assert found["nvidia_bytes"] / 1e6 <= BUDGET_NVIDIA_MB
@@ -130,7 +136,7 @@ def test_cuda_trainer_inside_cuda_cudnn_nccl_resolve_and_no_gpu_is_said(
             f"\nCUDA trainer image: {result.size_bytes / 1e6:.0f} MB (budget {result.budget_mb} MB; nvidia-* wheels "
             f"{found['nvidia_bytes'] / 1e6:.0f} MB, torch {found['torch_bytes'] / 1e6:.0f} MB, triton "
             f"{found['triton_bytes'] / 1e6:.0f} MB); torch {found['torch']}, CUDA {found['cuda']}, cuDNN "
-            f"{found['cudnn']}, NCCL {found['nccl']}; wheelhouse {cuda.wheelhouse_seconds:.0f} s "
+            f"{found['cudnn']}, NCCL {found['nccl']}; the driver's libraries (host) for {found['from_driver']}; wheelhouse {cuda.wheelhouse_seconds:.0f} s "
             f"({'downloaded' if cuda.wheelhouse_downloaded else 'warm'}), build "
             + ", ".join(
                 f"{r.name} {r.seconds:.0f} s ({r.cached_steps}/{r.steps} cached)" for r in cuda.results.values()
