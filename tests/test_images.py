@@ -106,7 +106,7 @@ def test_unknown_tag_and_bad_archive_are_one_line(engine: Any, tmp_path: Path) -
 
 @pytest.mark.slow
 def test_cold_builds_from_a_fresh_base(images: SessionImages, capsys: pytest.CaptureFixture[str]) -> None:
-    from fleetbench.images.build import results_table
+    from fleetbench.cli.views.images import results_table
 
     trainer = images.results["trainer"]
     # A base made this session: nothing above it can come from a cache of earlier builds.
