@@ -1,8 +1,10 @@
 """`fleetbench images build`: build the suite's images through the Docker SDK, with a progress display.
 
-Each Dockerfile takes its base as BASE_IMAGE; the `cpu` variant passes the local offline base (made
-first when missing), the `cuda` variant the Dockerfile's pinned upstream default. Python images get
-the host-side wheelhouse as WHEELHOUSE. Builds use host networking (no bridge on these engines).
+Each Dockerfile takes its base as BASE_IMAGE: the local offline base (made first when missing) for
+the `cpu` variant and for the `cuda` trainer and profiler (torch's CUDA wheels carry CUDA), else the
+Dockerfile's pinned upstream default, or `--base`. Python images get the host-side wheelhouse as
+WHEELHOUSE: its pins through the context, its wheels over loopback HTTP while the build runs.
+Builds use host networking (no bridge on these engines).
 Tags: `<ns>/<name>:<version>-<git sha>[-dirty][-cpu]` and `<ns>/<name>:latest[-cpu]`; OCI labels
 come in as build args. A failed step ends in one line (UserError) after the step's output tail.
 """
@@ -25,6 +27,7 @@ from fleetbench.images.engine import connect
 from fleetbench.images.specs import (
     DEFAULT_NAMESPACE,
     ImageSpec,
+    base_image_for,
     check_python,
     resolve_build_order,
     wheels_for,
@@ -224,7 +227,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
         elif variant in spec.local_base_variants:
             base, _ = ensure_base(client, namespace, root / "build", progress=progress)
         else:
-            base = spec.upstream_base
+            base = base_image_for(spec, variant, namespace)
             _ensure_upstream_base(client, base)
         wheel_key = None
         house_path: Path | None = None
