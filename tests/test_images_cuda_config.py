@@ -133,3 +133,24 @@ def test_profiler_user_follows_the_hosts_counter_permission(tmp_path: Path, valu
     user = profiler_user(RunOptions(gpus="all", counter_params=params))
     assert user == ("0:0" if root else None), user  # None: the caller's uid:gid, no capability needed
     assert profiler_user(RunOptions(gpus="all", counter_params=tmp_path / "absent")) == "0:0"
+
+
+def test_the_wheelhouse_is_served_on_loopback_quietly_and_only_while_the_build_runs(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import urllib.error
+    import urllib.request
+
+    from fleetbench.images.wheelhouse import WHEELHOUSE_PORT, serve_wheelhouse
+
+    (tmp_path / "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"wheel")
+    with serve_wheelhouse(tmp_path) as address:
+        assert address.startswith("127.")  # loopback only
+        url = f"http://{address}:{WHEELHOUSE_PORT}/"
+        listing = urllib.request.urlopen(url, timeout=10).read().decode()  # what pip --find-links reads
+        assert "torch-2.14.1-cp311-cp311-manylinux_2_28_x86_64.whl" in listing
+        with pytest.raises(urllib.error.HTTPError):  # GET and HEAD only: nothing can be written
+            urllib.request.urlopen(urllib.request.Request(url + "x.whl", data=b"x", method="PUT"), timeout=10)
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(url, timeout=5)
+    assert capfd.readouterr().err == ""  # requests go to the debug log, never to the terminal

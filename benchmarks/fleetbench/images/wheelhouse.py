@@ -321,8 +321,9 @@ def serve_wheelhouse(path: Path) -> Iterator[str]:
     """Serve `path` read-only over HTTP at WHEELHOUSE_PORT on a free loopback address; yields that address."""
     handler = functools.partial(_QuietHandler, directory=str(path))
     server: ThreadingHTTPServer | None = None
-    for _ in range(8):
-        address = "127.{}.{}.{}".format(*(secrets.randbelow(254) + 1 for _ in range(3)))
+    # Random addresses keep builds side by side apart; 127.0.0.1 last, for hosts that route only it.
+    addresses = ["127.{}.{}.{}".format(*(secrets.randbelow(254) + 1 for _ in range(3))) for _ in range(7)]
+    for address in [*addresses, "127.0.0.1"]:
         try:
             server = ThreadingHTTPServer((address, WHEELHOUSE_PORT), handler)
             break
