@@ -24,7 +24,7 @@ import pytest
 from rich.console import Console
 
 from conftest import REPO, run_cli
-from docker_support import snapshot_context
+from docker_support import all_tags, snapshot_context
 from fleetbench.results.store import read_records
 from test_images_cuda_config import stand_in_ncu
 
@@ -96,10 +96,9 @@ def cuda(engine: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cuda
     yield CudaImages(engine, context, source, {r.name: r for r in results}, wheelhouse_seconds, house.downloaded)
     # Keep the latest build (the next session's cache); drop older tags and what they alone held.
     keep = {tag for r in results for tag in r.tags}
-    for image in engine.images.list(name=f"{CACHE}/*"):
-        for tag in image.tags:
-            if tag.startswith(f"{CACHE}/") and tag not in keep and "/base:" not in tag:
-                engine.images.remove(tag)
+    for tag in all_tags(engine):
+        if tag.startswith(f"{CACHE}/") and tag not in keep and "/base:" not in tag:
+            engine.images.remove(tag)
     engine.images.prune(filters={"dangling": True, "label": f"{NAMESPACE_LABEL}={CACHE}"})
 
 
