@@ -97,9 +97,13 @@ LLM_ARGS ?=
 edge-llm: setup ## the llama model in llama.cpp, MLX and ExecuTorch side by side: pp/tg tok/s, TTFT, load mmap/read-in, RSS, agreement (LLM_ARGS)
 	@$(FB) edge llm --results-dir $(RESULTS) $(LLM_ARGS)
 
-images: setup ## build the images, cuda variant (pinned upstream bases; needs a registry)
+# The cuda variant: trainer and profiler build offline (torch's CUDA wheels on the local base); the
+# others build on pinned upstream bases, so list them where a registry is reachable:
+#   make images IMAGES="trainer profiler edge-vulkan prometheus pushgateway node-exporter grafana"
+IMAGES ?= trainer profiler
+images: setup ## CUDA trainer + profiler (torch's CUDA wheels on the offline base; no registry needed)
 	@bash scripts/dockerd.sh
-	@$(FB) images build
+	@$(FB) images build $(IMAGES)
 
 images-cpu: setup ## cpu variants (trainer, edge-vulkan) on the offline local base
 	@bash scripts/dockerd.sh

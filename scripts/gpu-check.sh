@@ -9,6 +9,10 @@
 #   train-eager    fleetbench train on 1 GPU (NCCL), the CUDA defaults (seed preset, bf16 params with
 #                  fp32 reduce: nothing passed, so the run shows the defaults rule), STEPS (30) steps:
 #                  tokens/s, MFU against the peak table, peak memory
+#   image          the train-eager run again inside the CUDA trainer image (torch's CUDA build and its
+#                  nvidia-* wheels on the offline base), GPUs passed as `--gpus all` does (device
+#                  requests): the report sets its tokens/s beside the bare run's; skipped, with its
+#                  reason, without Docker, the NVIDIA Container Toolkit or the image (IMAGE_NAMESPACE)
 #   train-compile  the same with torch.compile (train.compile=true)
 #   trace          fleetbench train --profile-steps 3:5 (torch.profiler, 3 steps), then
 #                  fleetbench trace summarize of its trace: compute / communication / memory / idle
@@ -26,6 +30,7 @@
 #
 # Usage: scripts/gpu-check.sh [--dry-run] [--out DIR]
 #   env: PY (default .venv/bin/python, else python3), STEPS (30), NCU_LAUNCHES (6), BUDGET (450 s),
+#        IMAGE_NAMESPACE (fleetbench: the image stage runs <namespace>/trainer:latest),
 #        CLOCK_CONTROL (none: works where clock control is refused; base locks clocks), KEEP (a folder
 #        to keep the runs, traces and the ncu report in; default: a temporary folder, removed)
 #
@@ -44,7 +49,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
-    -h | --help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1; accepted: --dry-run, --out DIR" >&2; exit 2 ;;
   esac
   shift
@@ -183,6 +188,34 @@ stage_train_eager() {
   fb 240 "${TRAIN[@]}" --run-id "$RUN-eager" --steps "$STEPS"
 }
 
+stage_image() {
+  local image=${IMAGE_NAMESPACE:-fleetbench}/trainer:latest why
+  if [ "$DRY" = 0 ]; then
+    why=$("$PY" -c "$DOCKER_NVIDIA" "$image" 2>&1) || {
+      skip "$why"
+      return 0
+    }
+  fi
+  fb 300 images run trainer --variant cuda --namespace "${IMAGE_NAMESPACE:-fleetbench}" --gpus all \
+    --results-dir "$RESULTS" -- --nproc 1 --device cuda --set train.log_every=5 --set train.plot=false \
+    --run-id "$RUN-image" --steps "$STEPS"
+}
+
+# Exits with the reason when no GPU can be passed to the CUDA trainer image here (Docker SDK).
+DOCKER_NVIDIA='import shutil, sys
+try:
+    import docker
+    client = docker.from_env()
+    info = client.info()
+except Exception as exc:
+    sys.exit(f"no Docker engine answers here ({type(exc).__name__}): the image stage needs Docker and the NVIDIA Container Toolkit")
+if "nvidia" not in (info.get("Runtimes") or {}) and not shutil.which("nvidia-container-runtime-hook"):
+    sys.exit("Docker has no NVIDIA runtime (the NVIDIA Container Toolkit is not installed): no GPU can be passed to a container")
+try:
+    client.images.get(sys.argv[1])
+except Exception:
+    sys.exit(f"no CUDA trainer image {sys.argv[1]} on this engine: fleetbench images build trainer, or fleetbench images load -i ARCHIVE")'
+
 stage_train_compile() {
   fb 300 "${TRAIN[@]}" --run-id "$RUN-compile" --steps "$STEPS" --set train.compile=true
 }
@@ -238,6 +271,7 @@ stage_report() {
 stage machine stage_machine
 stage gpu-tests stage_gpu_tests
 stage train-eager stage_train_eager
+stage image stage_image
 stage train-compile stage_train_compile
 stage trace stage_trace
 stage profile stage_profile

@@ -25,7 +25,7 @@ from fleetbench.results.store import read_records
 
 GIB = 2**30
 TAIL_LINES = 25  # of a failed stage's output, in the report
-TRAIN_RUNS = ("eager", "compile", "trace")
+TRAIN_RUNS = ("eager", "image", "compile", "trace")
 
 
 def read_stages(work: Path) -> list[dict[str, Any]]:
@@ -212,6 +212,13 @@ def train_lines(data: dict[str, Any]) -> list[str]:
         )
     if not data["train"]:
         lines.append("| (no training run wrote a record) | | | | | | | | | |")
+    by_run = {t["run"]: t for t in data["train"]}
+    bare, boxed = by_run.get("eager", {}).get("tokens_per_s"), by_run.get("image", {}).get("tokens_per_s")
+    if bare and boxed:
+        lines += [
+            "",
+            f"In the CUDA trainer image: {boxed / bare:.3f}x the bare run's tokens/s (same run, `--gpus all`).",
+        ]
     sources = sorted({t["peak_source"] for t in data["train"] if t["peak_source"]})
     lines += ["", f"MFU against: {', '.join(sources) or '-'}."]
     for t in data["train"]:

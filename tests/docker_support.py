@@ -48,11 +48,10 @@ def remove_namespace(client: Any, namespace: str) -> None:
     """Its tagged images (with their untagged parents), then its dangling intermediate stages."""
     from fleetbench.images.base import NAMESPACE_LABEL
 
-    for image in client.images.list():
-        for tag in image.tags:
-            if tag.startswith(f"{namespace}/"):
-                with contextlib.suppress(Exception):  # already gone with another tag of the same image
-                    client.images.remove(tag, force=True)
+    for tag in all_tags(client):
+        if tag.startswith(f"{namespace}/"):
+            with contextlib.suppress(Exception):  # already gone with another tag of the same image
+                client.images.remove(tag, force=True)
     client.images.prune(filters={"dangling": True, "label": f"{NAMESPACE_LABEL}={namespace}"})
 
 
@@ -60,13 +59,18 @@ def remove_dead_sessions(client: Any) -> None:
     """Namespaces of test sessions whose process is gone (killed runs) are removed too."""
     pattern = re.compile(rf"^{NAMESPACE_PREFIX}(\d+)/")
     dead: set[str] = set()
-    for image in client.images.list():
-        for tag in image.tags:
-            match = pattern.match(tag)
-            if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
-                dead.add(f"{NAMESPACE_PREFIX}{match.group(1)}")
+    for tag in all_tags(client):
+        match = pattern.match(tag)
+        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+            dead.add(f"{NAMESPACE_PREFIX}{match.group(1)}")
     for namespace in dead:
         remove_namespace(client, namespace)
+
+
+def all_tags(client: Any) -> list[str]:
+    """Every tag on the engine from one listing: `images.list()` asks for each image again, which
+    fails when a session beside this one removes an image in between (a shared engine)."""
+    return [tag for image in client.api.images() for tag in image.get("RepoTags") or [] if tag != "<none>:<none>"]
 
 
 def _alive(pid: int) -> bool:

@@ -21,7 +21,7 @@ from fleetbench.results.record import ResultRecord
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu-check.sh"
 REPORT = REPO / "scripts" / "gpu_check_report.py"
-STAGES = ["machine", "gpu-tests", "train-eager", "train-compile", "trace", "profile", "ncu", "edge"]
+STAGES = ["machine", "gpu-tests", "train-eager", "image", "train-compile", "trace", "profile", "ncu", "edge"]
 
 
 def check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -85,6 +85,10 @@ def test_dry_run_prints_every_stage_command_and_runs_nothing(tmp_path: Path) -> 
     # 1 GPU, NCCL chosen by the trainer; no preset and no dtype: the CUDA defaults (seed, bf16 params, fp32 reduce).
     assert eager.startswith(fb.format(240) + " train --nproc 1 --device cuda") and eager.endswith("--steps 30")
     assert "--preset" not in eager and "--dtype" not in eager
+    (boxed,) = stages["image"]
+    # The same run in the CUDA trainer image, GPUs passed as --gpus all; results mounted back.
+    assert boxed.startswith(fb.format(300) + " images run trainer --variant cuda --namespace fleetbench --gpus all")
+    assert boxed.endswith(eager.split(" --set train.plot=false", 1)[1].replace("-eager", "-image"))
     (compiled,) = stages["train-compile"]
     assert compiled.endswith("--steps 30 --set train.compile=true")
     train, summary_md, summary_json = stages["trace"]
@@ -142,8 +146,9 @@ def test_a_failed_stage_does_not_stop_the_others_and_fails_the_check(tmp_path: P
     data = json.loads(data_path.read_text())
     states = {s["name"]: s["status"] for s in data["stages"]}
     assert list(states) == STAGES
-    assert all(states[name] == "failed" for name in STAGES[:-1])
+    assert all(states[name] == "failed" for name in STAGES[:-1] if name != "image")
     assert states["edge"] == "skipped"  # no NVIDIA Vulkan adapter: a line, not a failure
+    assert states["image"] == "skipped"  # no Docker with the NVIDIA runtime: its reason, not a failure
     train = next(s for s in data["stages"] if s["name"] == "train-eager")
     assert train["exit_status"] == 3 and "shim: no GPU on this machine" in train["output_tail"]
     assert "fleetbench train --nproc 1 --device cuda" in train["commands"][0]
@@ -209,10 +214,13 @@ def test_the_report_reads_the_runs_records(tmp_path: Path) -> None:
     (work / "logs").mkdir(parents=True)
     (work / "stages.tsv").write_text("train-eager\tok\t0\t41\ntrain-compile\tok\t0\t95\n")
     (work / "logs" / "train-eager.cmd").write_text("timeout 240 python -m fleetbench train --nproc 1\n")
-    for name, compiled in (("eager", False), ("compile", True)):
+    for name, compiled in (("eager", False), ("image", False), ("compile", True)):
         folder = work / "results" / f"{run}-{name}"
         folder.mkdir(parents=True)
-        (folder / "records.jsonl").write_text(train_record(f"{run}-{name}", compiled).model_dump_json() + "\n")
+        record = train_record(f"{run}-{name}", compiled)
+        if name == "image":  # the same run inside the CUDA trainer image
+            record.summary["tokens_per_s"] = 90321.66
+        (folder / "records.jsonl").write_text(record.model_dump_json() + "\n")
     (work / "trace_summary.md").write_text("| rank | compute |\n|---|---|\n| 0 | 91.0 % |\n")
     md, as_json = tmp_path / "r.md", tmp_path / "r.json"
     subprocess.run(
@@ -225,7 +233,8 @@ def test_the_report_reads_the_runs_records(tmp_path: Path) -> None:
     row = "| eager | seed (automatic: seed on CUDA) | bfloat16 / float32 (automatic: bf16 on CUDA under FSDP2) | 30 | 91,234 | 412.5 | 41.7% | 40.00 | 44.00 | 10.4 -> 7.9 |"
     assert row in page
     assert "| compile | seed" in page and "| 0 | 91.0 % |" in page
+    assert "In the CUDA trainer image: 0.990x the bare run's tokens/s" in page
     assert "(no ncu summary: see the ncu stage)" in page
     data = json.loads(as_json.read_text())
-    assert [t["compile"] for t in data["train"]] == [False, True]
+    assert [(t["run"], t["compile"]) for t in data["train"]] == [("eager", False), ("image", False), ("compile", True)]
     assert data["stages"][0]["commands"] == ["timeout 240 python -m fleetbench train --nproc 1"]

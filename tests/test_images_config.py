@@ -76,7 +76,9 @@ def test_grafana_image_puts_dashboards_where_provisioning_looks() -> None:
 
 
 def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> None:
-    """.dockerignore keeps the venv, results, git, caches and other wheelhouses out of the context."""
+    """.dockerignore keeps the venv, results, git, caches and other wheelhouses out of the context;
+    of the image's wheelhouse only the pins, the stamp and an image's own folder go (the common
+    wheels reach the build over loopback HTTP)."""
     from fleetbench.images.build import context_archive
 
     root = tmp_path / "repo"
@@ -93,7 +95,10 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         ".fleetbench/stack/prometheus.pid",
         "build/logs/trainer-cpu.log",
         f"{WHEELHOUSE_DIR}/py311-cpu/torch.whl",
-        f"{WHEELHOUSE_DIR}/py312-cuda/torch.whl",
+        f"{WHEELHOUSE_DIR}/py311-cpu/requirements.txt",
+        f"{WHEELHOUSE_DIR}/py311-cpu/wheelhouse.json",
+        f"{WHEELHOUSE_DIR}/py311-cpu/profiler/ncu_report.whl",
+        f"{WHEELHOUSE_DIR}/py311-cuda/torch.whl",
         "secrets.env",
         ".env",
     ):
@@ -109,7 +114,9 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         "benchmarks/fleetbench/__init__.py",
         "mobile/kernels/copy.wgsl",
         "containers/trainer/Dockerfile",
-        f"{WHEELHOUSE_DIR}/py311-cpu/torch.whl",
+        f"{WHEELHOUSE_DIR}/py311-cpu/requirements.txt",
+        f"{WHEELHOUSE_DIR}/py311-cpu/wheelhouse.json",
+        f"{WHEELHOUSE_DIR}/py311-cpu/profiler/ncu_report.whl",
     }
     with context_archive(root, "containers/trainer/Dockerfile", None, {"benchmarks/x.py": "y = 1\n"}) as archive:
         names = _files(archive)
@@ -160,6 +167,13 @@ BAD = {
         "has no containers/trainer/Dockerfile; pass the repository root",
     ),
     "load from a missing file": (["images", "load", "-i", "{tmp}/none.tar"], "no such file"),
+    "bad base python": (["images", "build", "trainer", "--base-python", "3"], "--base-python '3' is not accepted"),
+    "ncu dir for the trainer": (
+        ["images", "run", "trainer", "--ncu-dir", "{tmp}"],
+        "--ncu-dir is for the profiler image, not 'trainer'",
+    ),
+    "ncu dir without ncu": (["images", "run", "profiler", "--ncu-dir", "{tmp}"], "has no executable 'ncu'"),
+    "ncu dir that is missing": (["images", "run", "profiler", "--ncu-dir", "{tmp}/none"], "is no folder"),
 }
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "STATE_DIR_ENV",
     "TEST_DATA_ENV",
     "TEST_DATA_URL_ENV",
+    "TORCH_FLAVOR_ENV",
     "TRAIN_ERROR_DIR_ENV",
     "unknown_variables",
     "warn_unknown_variables",
@@ -56,6 +57,7 @@ IMAGE_NAMESPACE_ENV = "FLEETBENCH_IMAGE_NAMESPACE"
 DEBIAN_MIRROR_ENV = "FLEETBENCH_DEBIAN_MIRROR"
 DEBIAN_SECURITY_MIRROR_ENV = "FLEETBENCH_DEBIAN_SECURITY_MIRROR"
 GIT_REVISION_ENV = "FLEETBENCH_GIT_REVISION"
+TORCH_FLAVOR_ENV = "FLEETBENCH_TORCH_FLAVOR"
 GRAFANA_ADMIN_PASSWORD_ENV = "FLEETBENCH_GRAFANA_ADMIN_PASSWORD"
 COMMAND_ENV = "FLEETBENCH_COMMAND"
 TEST_DATA_ENV = "FLEETBENCH_TEST_DATA"
@@ -80,6 +82,7 @@ KNOWN: dict[str, str] = {
     DEBIAN_MIRROR_ENV: "Debian mirror of the images' base (default deb.debian.org)",
     DEBIAN_SECURITY_MIRROR_ENV: "Debian security mirror of the images' base",
     GIT_REVISION_ENV: "the commit an image was built from (the records' git_revision)",
+    TORCH_FLAVOR_ENV: "set in the trainer and profiler images: cuda or cpu, the torch build they carry",
     GRAFANA_ADMIN_PASSWORD_ENV: "Grafana's admin password for `fleetbench deploy` (the monitoring role)",
     COMMAND_ENV: "the fleetbench command a Slurm job runs on each node (deploy/slurm; default: fleetbench)",
     TEST_DATA_ENV: "the test suite's folder of third-party data (tests/README.md); fleetbench itself ignores it",

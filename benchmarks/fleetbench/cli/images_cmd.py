@@ -31,10 +31,26 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     build = sub.add_parser("build", help="build images (default: every image of the variant)")
     build.add_argument("names", nargs="*", metavar="NAME", help=f"images to build: {names}")
     build.add_argument(
-        "--variant", choices=VARIANTS, default="cuda", help="cuda: upstream bases (default); cpu: offline"
+        "--variant",
+        choices=VARIANTS,
+        default="cuda",
+        help="cuda (default): torch's CUDA build; trainer and profiler on the offline base; cpu: all offline",
     )
     build.add_argument("--context", type=Path, help="build context, the repository root (default: this checkout)")
-    build.add_argument("--base", dest="base_image", metavar="IMAGE", help="override BASE_IMAGE of the images")
+    build.add_argument(
+        "--base",
+        dest="base_image",
+        metavar="IMAGE",
+        help="override BASE_IMAGE of the images, e.g. nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04 (needs a registry)",
+    )
+    build.add_argument(
+        "--base-python", metavar="X.Y", help="the Python of --base where the suite does not know it (default 3.11)"
+    )
+    build.add_argument(
+        "--nsight-compute",
+        metavar="PACKAGE",
+        help="apt package of Nsight Compute for the profiler ('' for none; default: on NVIDIA's base only)",
+    )
     build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
     _namespace(build)
     build.set_defaults(handler=handle_build)
@@ -114,6 +130,13 @@ def _add_run_options(parser: argparse.ArgumentParser, defaults: argparse.Namespa
         default=default("namespace", None),
         help=f"image repository prefix (default: ${IMAGE_NAMESPACE_ENV} or {DEFAULT_NAMESPACE})",
     )
+    parser.add_argument(
+        "--ncu-dir",
+        type=Path,
+        default=default("ncu_dir", None),
+        metavar="DIR",
+        help="profiler: the host's Nsight Compute install (holds ncu), mounted read-only and on the PATH",
+    )
 
 
 def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, list[str]]:
@@ -173,6 +196,8 @@ def handle_build(args: argparse.Namespace, console: Console) -> int:
         context=args.context,
         namespace=namespace,
         base_image=args.base_image,
+        base_python=args.base_python,
+        nsight_compute=args.nsight_compute,
         no_cache=args.no_cache,
     )
     _print_table(console, results_table(results))
@@ -240,6 +265,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
         gpus=args.gpus,
         devices=args.devices,
         env=parse_env(args.env),
+        ncu_dir=args.ncu_dir,
     )
 
 

@@ -1,8 +1,10 @@
 """`fleetbench images build`: build the suite's images through the Docker SDK, with a progress display.
 
-Each Dockerfile takes its base as BASE_IMAGE; the `cpu` variant passes the local offline base (made
-first when missing), the `cuda` variant the Dockerfile's pinned upstream default. Python images get
-the host-side wheelhouse as WHEELHOUSE. Builds use host networking (no bridge on these engines).
+Each Dockerfile takes its base as BASE_IMAGE: the local offline base (made first when missing) for
+the `cpu` variant and for the `cuda` trainer and profiler (torch's CUDA wheels carry CUDA), else the
+Dockerfile's pinned upstream default, or `--base`. Python images get the host-side wheelhouse as
+WHEELHOUSE: its pins through the context, its wheels over loopback HTTP while the build runs.
+Builds use host networking (no bridge on these engines).
 Tags: `<ns>/<name>:<version>-<git sha>[-dirty][-cpu]` and `<ns>/<name>:latest[-cpu]`; OCI labels
 come in as build args. A failed step ends in one line (UserError) after the step's output tail.
 """
@@ -22,8 +24,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from fleetbench.errors import UserError
 from fleetbench.images.base import ensure_base
 from fleetbench.images.engine import connect
-from fleetbench.images.specs import DEFAULT_NAMESPACE, ImageSpec, base_image_for, resolve_build_order
-from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, ensure_wheelhouse
+from fleetbench.images.specs import (
+    DEFAULT_NAMESPACE,
+    ImageSpec,
+    base_image_for,
+    check_python,
+    resolve_build_order,
+    wheels_for,
+)
+from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, WHEELHOUSE_HOST, ensure_wheelhouse, serve_wheelhouse
 from fleetbench.job import Progress, SilentProgress, Task
 
 if TYPE_CHECKING:
@@ -32,6 +41,8 @@ if TYPE_CHECKING:
 STEP = re.compile(r"^Step (?P<n>\d+)/(?P<m>\d+) : (?P<instruction>.*)$")
 DEFAULT_SOURCE = "https://github.com/fleetbench/fleetbench"
 TAIL_LINES = 25
+# Nsight Compute in the CUDA apt repository of NVIDIA's CUDA 12.8 base.
+NSIGHT_COMPUTE_PACKAGE = "cuda-nsight-compute-12-8"
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +156,8 @@ def context_archive(
     if wheelhouse_key:
         patterns.append(f"!{WHEELHOUSE_DIR}/{wheelhouse_key}")
         patterns.append(f"{WHEELHOUSE_DIR}/{wheelhouse_key}.partial")
+        # The wheels themselves come over loopback HTTP (serve_wheelhouse); an image's own folder stays.
+        patterns.append(f"{WHEELHOUSE_DIR}/{wheelhouse_key}/*.whl")
     files = sorted(exclude_paths(str(context), patterns, dockerfile=dockerfile))
     extras = sorted((extra_files or {}).items())
     return create_archive(root=str(context), files=files, extra_files=extras)
@@ -181,15 +194,24 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
     context: Path | None = None,
     namespace: str = DEFAULT_NAMESPACE,
     base_image: str | None = None,
+    base_python: str | None = None,
+    nsight_compute: str | None = None,
     no_cache: bool = False,
     extra_files: dict[str, str] | None = None,
     client: docker.DockerClient | None = None,
     source: SourceInfo | None = None,
 ) -> list[BuildResult]:
     """Build `names` (and the images they are built FROM) of `variant`; `source` overrides what the
-    context's git says (version, revision, tag), e.g. for a snapshot of a checkout."""
+    context's git says (version, revision, tag), e.g. for a snapshot of a checkout.
+
+    `base_python` is the Python of `base_image` where the suite does not know it; `nsight_compute`
+    the apt package of Nsight Compute for the cuda profiler (default: one on NVIDIA's CUDA base,
+    none on the offline base, which has no CUDA apt repository: mount the host's with --ncu-dir).
+    """
     progress = progress or SilentProgress()
     specs = resolve_build_order(names, variant)
+    if base_python:
+        check_python(base_python)
     root = check_context((context or default_context()), specs)
     client = client or connect()
     info = source or source_info(root)
@@ -202,12 +224,13 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
         elif base_image:
             base = base_image
             _ensure_upstream_base(client, base)
-        elif variant == "cpu":
+        elif variant in spec.local_base_variants:
             base, _ = ensure_base(client, namespace, root / "build", progress=progress)
         else:
             base = base_image_for(spec, variant, namespace)
             _ensure_upstream_base(client, base)
         wheel_key = None
+        house_path: Path | None = None
         buildargs = {
             "BASE_IMAGE": base,
             "PARENT_IMAGE": base,
@@ -217,12 +240,14 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             "CREATED": created,
         }
         if spec.wheels:
-            wheels = spec.wheels[variant]
+            wheels = wheels_for(spec, variant, base_image, base_python)
             house = ensure_wheelhouse(root, wheels, progress)
             wheel_key = wheels.key
+            house_path = house.path
             buildargs["WHEELHOUSE"] = house.context_path
+            buildargs["TORCH_FLAVOR"] = wheels.torch_flavor
         if spec.name == "profiler":
-            buildargs["NSIGHT_COMPUTE"] = "" if variant == "cpu" else "cuda-nsight-compute-12-8"
+            buildargs["NSIGHT_COMPUTE"] = profiler_nsight_package(variant, base_image, nsight_compute)
         declared = declared_args(root / spec.dockerfile)
         repository = spec.repository(namespace)
         suffix = spec.tag_suffix(variant)
@@ -236,7 +261,11 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             no_cache=no_cache,
             extra_files=extra_files,
         )
-        result = _build_one(client, job, progress)
+        if house_path is None:
+            result = _build_one(client, job, progress)
+        else:
+            with serve_wheelhouse(house_path) as address:
+                result = _build_one(client, job, progress, {WHEELHOUSE_HOST: address})
         built[spec.name] = result.tags[0]
         results.append(result)
     return results
@@ -260,7 +289,19 @@ class _BuildJob:
         return f"{self.spec.name} ({self.variant})"
 
 
-def _build_one(client: docker.DockerClient, job: _BuildJob, progress: Progress) -> BuildResult:
+def profiler_nsight_package(variant: str, base_image: str | None, asked: str | None) -> str:
+    """The Nsight Compute apt package the profiler installs ('' for none): `asked` when given, the
+    CUDA apt repository's package on NVIDIA's base, none on the offline base or for cpu."""
+    if asked is not None:
+        return asked
+    if variant == "cuda" and base_image and base_image.startswith("nvidia/cuda:"):
+        return NSIGHT_COMPUTE_PACKAGE
+    return ""
+
+
+def _build_one(
+    client: docker.DockerClient, job: _BuildJob, progress: Progress, extra_hosts: dict[str, str] | None = None
+) -> BuildResult:
     from docker.errors import APIError
 
     tag = job.tags[0]
@@ -288,6 +329,7 @@ def _build_one(client: docker.DockerClient, job: _BuildJob, progress: Progress) 
                 nocache=job.no_cache,
                 pull=False,
                 decode=True,
+                extra_hosts=extra_hosts,
             )
             for chunk in stream:
                 reader.consume(chunk)

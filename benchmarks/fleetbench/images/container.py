@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     import docker
 
 RESULTS_IN_IMAGE = "/workspace/results"
+# Where the profiler image looks for a host's Nsight Compute (on its PATH): `--ncu-dir DIR`.
+NCU_IN_IMAGE = "/opt/nvidia/nsight-compute"
+NCU_DIR_EXAMPLE = "/opt/nvidia/nsight-compute/2025.1.0"
 GPUS_RULE = "'all', a count such as 2, or device ids such as 0,1"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -121,12 +124,47 @@ class RunOptions:
     devices: list[str] | None = None
     env: dict[str, str] | None = None
     user: str | None = None  # None: the caller's uid:gid (root for the profiler with GPUs)
+    ncu_dir: Path | None = None  # the host's Nsight Compute install, mounted read-only (profiler)
+    counter_params: Path | None = None  # the driver's parameters the counter preflight reads (tests)
+
+
+def ncu_mount(spec: ImageSpec, ncu_dir: Path | None) -> dict[str, dict[str, str]]:
+    """The read-only volume of `--ncu-dir` (none without it); UserError when it holds no ncu."""
+    if ncu_dir is None:
+        return {}
+    if spec.name != "profiler":
+        raise UserError(f"--ncu-dir is for the profiler image, not {spec.name!r}; accepted with: profiler")
+    folder = ncu_dir.expanduser().resolve()
+    if not folder.is_dir():
+        raise UserError(
+            f"--ncu-dir {ncu_dir} is no folder; pass the host's Nsight Compute install, e.g. {NCU_DIR_EXAMPLE}"
+        )
+    ncu = folder / "ncu"
+    if not (ncu.is_file() and os.access(ncu, os.X_OK)):
+        raise UserError(
+            f"--ncu-dir {ncu_dir} has no executable 'ncu'; pass the folder that holds Nsight Compute's ncu, "
+            f"e.g. {NCU_DIR_EXAMPLE}"
+        )
+    return {str(folder): {"bind": NCU_IN_IMAGE, "mode": "ro"}}
+
+
+def profiler_user(options: RunOptions) -> str | None:
+    """The user of a profiler run with GPUs, from the host's counter permission (the deploy's
+    preflight): the caller where any user may read the counters, else root (with SYS_ADMIN)."""
+    from fleetbench.profile.ncu.permissions import DEFAULT_PARAMS_PATH, read_counter_permissions
+
+    permissions = read_counter_permissions(options.counter_params or DEFAULT_PARAMS_PATH)
+    log.info("ncu counters: %s", permissions.explanation)
+    container = permissions.container
+    # Unknown or restricted: root, since added capabilities reach only root's effective set in Docker.
+    return None if container is not None and not container.root else "0:0"
 
 
 def plan_run(client: docker.DockerClient | None, name: str, args: list[str], options: RunOptions) -> RunPlan:
     """Check the options and settle image, results folder, user and environment, before anything starts."""
     spec = benchmark_spec(name)
     requests = gpu_requests(options.gpus, spec)
+    ncu_volume = ncu_mount(spec, options.ncu_dir)
     devices = options.devices or []
     for device in devices:
         if not Path(device.split(":", 1)[0]).exists():
@@ -138,15 +176,16 @@ def plan_run(client: docker.DockerClient | None, name: str, args: list[str], opt
     except OSError as exc:
         raise UserError(f"--results-dir {options.results_dir} cannot be created: {exc.strerror}") from None
     user = options.user
+    if user is None and spec.run_as_root_with_gpus and options.gpus:
+        user = profiler_user(options)
     if user is None:
-        # Added capabilities reach only root's effective set in Docker: ncu's counters need it.
-        user = "0:0" if (spec.run_as_root_with_gpus and options.gpus) else f"{os.getuid()}:{os.getgid()}"
+        user = f"{os.getuid()}:{os.getgid()}"
     return RunPlan(
         image=image,
         command=list(args),
         user=user,
         environment=_environment(options),
-        volumes={str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}},
+        volumes={str(results): {"bind": RESULTS_IN_IMAGE, "mode": "rw"}, **ncu_volume},
         cap_add=list(spec.cap_add),
         device_requests=requests,
         devices=[d if ":" in d else f"{d}:{d}:rwm" for d in devices],
@@ -195,6 +234,7 @@ def run_image(
     # Bad input is reported as such even where no engine runs.
     run_options = RunOptions(**options)
     gpu_requests(run_options.gpus, benchmark_spec(name))
+    ncu_mount(benchmark_spec(name), run_options.ncu_dir)
     client = client or connect()
     plan = plan_run(client, name, args, run_options)
     extras = []

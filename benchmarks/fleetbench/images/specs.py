@@ -1,15 +1,19 @@
 """The images the suite ships, their variants and what running each one needs. No Docker import here.
 
 Variants:
-  cuda  the default, for real clusters and device farms: every Dockerfile's BASE_IMAGE default, an
-        official upstream image with a pinned tag (NVIDIA CUDA for the GPU images, Debian slim for
-        the edge runner and the monitoring services, Grafana's own image for Grafana).
+  cuda  the default, for real clusters and device farms. trainer and profiler build on the local
+        offline base with torch's CUDA build: its `nvidia-*` wheels carry the CUDA runtime, cuBLAS,
+        cuDNN and NCCL, and the driver comes from the host at run time (`--gpus`), so no registry is
+        needed; `--base nvidia/cuda:...` builds them on NVIDIA's image instead. The other images use
+        their Dockerfile's BASE_IMAGE default, an official upstream image with a pinned tag (Debian
+        slim for the edge runner and the monitoring services, Grafana's own image for Grafana).
   cpu   builds offline on the local base `<namespace>/base:bookworm` (debootstrap of Debian 12 +
         `docker import`, made by the suite when missing), with the CPU build of torch.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from fleetbench.errors import UserError
@@ -18,10 +22,14 @@ VARIANTS = ("cuda", "cpu")
 DEFAULT_NAMESPACE = "fleetbench"
 LOCAL_BASE_NAME = "base"
 LOCAL_BASE_TAG = "bookworm"
-# Python of the bases: Ubuntu 24.04 (CUDA images) has 3.12; Debian 12 has 3.11.
+# Python of the bases: Ubuntu 24.04 (NVIDIA's CUDA images) has 3.12; Debian 12 has 3.11.
 CUDA_BASE = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu24.04"
 DEBIAN_BASE = "debian:12.11-slim"
 GRAFANA_BASE = "grafana/grafana-oss:11.6.0"
+LOCAL_BASE_PYTHON = "3.11"
+# The Python of a base given with --base, where the suite knows it (else --base-python, else 3.11):
+# the wheelhouse must match it.
+BASE_PYTHON = {CUDA_BASE: "3.12", DEBIAN_BASE: "3.11"}
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ class ImageSpec:
     service: bool = False  # long-running, has a HEALTHCHECK
     root_reason: str | None = None  # why the image runs as root (the rest run as a non-root user)
     size_budget_mb: dict[str, int] = field(default_factory=dict)  # variant -> budget (docs: containers/README.md)
+    local_base_variants: tuple[str, ...] = ("cpu",)  # variants built on the local offline base by default
 
     def tag_suffix(self, variant: str) -> str:
         """The tag suffix of `variant`: none for cuda, `-cpu` for cpu."""
@@ -67,6 +76,9 @@ class ImageSpec:
 
 
 _CPU311 = Wheels("3.11", "cpu")
+_CUDA311 = Wheels("3.11", "cuda")
+# torch's CUDA build: measured 6438 MB, of which the nvidia-* wheels 3363 MB (containers/README.md).
+CUDA_TRAINER_BUDGET_MB = 7000
 
 IMAGES: dict[str, ImageSpec] = {
     spec.name: spec
@@ -77,10 +89,11 @@ IMAGES: dict[str, ImageSpec] = {
             dockerfile="containers/trainer/Dockerfile",
             upstream_base=CUDA_BASE,
             variants=("cuda", "cpu"),
-            wheels={"cuda": Wheels("3.12", "cuda"), "cpu": _CPU311},
+            wheels={"cuda": _CUDA311, "cpu": _CPU311},
             extras=("train",),
             shm_size="2g",
-            size_budget_mb={"cpu": 1700},
+            size_budget_mb={"cpu": 1700, "cuda": CUDA_TRAINER_BUDGET_MB},
+            local_base_variants=("cpu", "cuda"),
         ),
         ImageSpec(
             name="profiler",
@@ -88,13 +101,13 @@ IMAGES: dict[str, ImageSpec] = {
             dockerfile="containers/profiler/Dockerfile",
             upstream_base=CUDA_BASE,
             variants=("cuda", "cpu"),
-            wheels={"cuda": Wheels("3.12", "cuda"), "cpu": _CPU311},
+            wheels={"cuda": _CUDA311, "cpu": _CPU311},
             extras=("ncu",),
             parent="trainer",
             cap_add=("SYS_ADMIN",),
             run_as_root_with_gpus=True,
             shm_size="2g",
-            size_budget_mb={"cpu": 1800},
+            size_budget_mb={"cpu": 1800, "cuda": CUDA_TRAINER_BUDGET_MB + 200},
         ),
         ImageSpec(
             name="edge-vulkan",
@@ -210,5 +223,21 @@ def local_base(namespace: str) -> str:
 
 
 def base_image_for(spec: ImageSpec, variant: str, namespace: str) -> str:
-    """The BASE_IMAGE of an image not built FROM another: its upstream base for cuda, the local base for cpu."""
-    return spec.upstream_base if variant == "cuda" else local_base(namespace)
+    """The BASE_IMAGE of an image not built FROM another: the local base where the spec builds this
+    variant on it (cpu; trainer's cuda too), else its upstream base."""
+    return local_base(namespace) if variant in spec.local_base_variants else spec.upstream_base
+
+
+def wheels_for(spec: ImageSpec, variant: str, base_image: str | None, base_python: str | None = None) -> Wheels:
+    """The wheelhouse of `spec` for `variant` on `base_image` (None: the default base): the Python
+    is `base_python`, else the known Python of an upstream base, else the spec's."""
+    wheels = spec.wheels[variant]
+    python = base_python or (BASE_PYTHON.get(base_image, LOCAL_BASE_PYTHON) if base_image else None)
+    return Wheels(python, wheels.torch_flavor) if python else wheels
+
+
+def check_python(version: str) -> str:
+    """`version` when it is a Python version such as 3.11; UserError otherwise."""
+    if not re.fullmatch(r"3\.\d{1,2}", version):
+        raise UserError(f"--base-python {version!r} is not accepted; use the base's Python as X.Y, e.g. 3.12")
+    return version

@@ -16,19 +16,26 @@ through a loose requirement. Layout, inside the build context (gitignored, sent 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 import os
 import platform
 import re
+import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
@@ -36,6 +43,9 @@ from fleetbench.images.specs import IMAGES, ImageSpec, Wheels
 from fleetbench.job import Progress, SilentProgress
 
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
+# torch's CUDA build (PyPI's default Linux wheel) with its nvidia-* wheels (CUDA 13, cuDNN 9, NCCL 2).
+DEFAULT_TORCH_CUDA_SPEC = "torch==2.14.1"
+TORCH_SPEC_ENV = {"cpu": "TORCH_SPEC", "cuda": "TORCH_CUDA_SPEC"}
 WHEELHOUSE_DIR = "build/wheelhouse"
 # Oldest glibc of the bases: Debian 12 has 2.36, Ubuntu 24.04 2.39; pip also accepts older manylinux tags.
 GLIBC = {"3.11": 36, "3.12": 39}
@@ -56,11 +66,14 @@ class Wheelhouse:
     size_bytes: int
 
 
-def torch_spec() -> str:
-    """The torch requirement: $TORCH_SPEC, else DEFAULT_TORCH_SPEC; UserError when it is not a torch requirement."""
-    spec = os.environ.get("TORCH_SPEC", DEFAULT_TORCH_SPEC).strip()
+def torch_spec(flavor: str = "cpu") -> str:
+    """The torch requirement of a `flavor` wheelhouse: $TORCH_SPEC (cpu) or $TORCH_CUDA_SPEC (cuda), else
+    the default; UserError when it is not a torch requirement."""
+    env = TORCH_SPEC_ENV.get(flavor, "TORCH_SPEC")
+    default = DEFAULT_TORCH_CUDA_SPEC if flavor == "cuda" else DEFAULT_TORCH_SPEC
+    spec = os.environ.get(env, default).strip()
     if not re.fullmatch(r"torch\s*(==|~=|>=|<=|>|<)?\s*[A-Za-z0-9.+!*]*", spec):
-        raise UserError(f"TORCH_SPEC={spec!r} is not accepted; use a torch requirement such as torch==2.13.0")
+        raise UserError(f"{env}={spec!r} is not accepted; use a torch requirement such as {default}")
     return spec
 
 
@@ -98,7 +111,8 @@ def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[st
     common = [torch, *project.get("dependencies", []), *build_system.get("requires", [])]
     additions: dict[str, list[str]] = {}
     for spec in IMAGES.values():
-        if wheels not in spec.wheels.values():
+        # By torch build, not Python: a --base with another Python gets the same packages.
+        if wheels.torch_flavor not in {w.torch_flavor for w in spec.wheels.values()}:
             continue
         reqs = _image_requirements(context, spec, optional)
         if spec.parent:
@@ -146,7 +160,7 @@ def pins(files: list[str]) -> list[str]:
 
 def ensure_wheelhouse(context: Path, wheels: Wheels, progress: Progress | None = None) -> Wheelhouse:
     """The wheelhouse of `wheels`, downloaded with pip unless its stamp matches the current inputs."""
-    torch = torch_spec()
+    torch = torch_spec(wheels.torch_flavor)
     common, additions = requirement_sets(context, wheels, torch)
     target = _pip_target_args(wheels)
     inputs = {"layout": 2, "common": common, "additions": additions, "target": target}
@@ -292,3 +306,44 @@ def _normal(name: str) -> str:
 
 def _size(path: Path, files: list[str]) -> int:
     return sum((path / f).stat().st_size for f in files if (path / f).is_file())
+
+
+# The wheels reach a build over loopback HTTP instead of through the build context: a multi-GB CUDA
+# wheelhouse would otherwise be sent with every build (a code change too) and stored in a layer. The
+# host name is mapped by the build's extra_hosts, and the port is fixed, because both stand in the
+# deps step's RUN line and so in its cache key; the address varies (random 127.x.y.z).
+WHEELHOUSE_HOST = "fleetbench-wheelhouse"
+WHEELHOUSE_PORT = 38517
+
+
+@contextmanager
+def serve_wheelhouse(path: Path) -> Iterator[str]:
+    """Serve `path` read-only over HTTP at WHEELHOUSE_PORT on a free loopback address; yields that address."""
+    handler = functools.partial(_QuietHandler, directory=str(path))
+    server: ThreadingHTTPServer | None = None
+    # Random addresses keep builds side by side apart; 127.0.0.1 last, for hosts that route only it.
+    addresses = ["127.{}.{}.{}".format(*(secrets.randbelow(254) + 1 for _ in range(3))) for _ in range(7)]
+    for address in [*addresses, "127.0.0.1"]:
+        try:
+            server = ThreadingHTTPServer((address, WHEELHOUSE_PORT), handler)
+            break
+        except OSError:
+            continue
+    if server is None:
+        raise UserError(f"no loopback address could serve the wheelhouse on port {WHEELHOUSE_PORT}")
+    thread = threading.Thread(target=server.serve_forever, name="wheelhouse-http", daemon=True)
+    thread.start()
+    log.debug("wheelhouse %s served at http://%s:%d/", path, address, WHEELHOUSE_PORT)
+    try:
+        yield address
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    """GET/HEAD of the wheelhouse's files; requests go to the debug log, not to stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("wheelhouse http: " + format, *args)
