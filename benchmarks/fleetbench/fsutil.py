@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from fleetbench.errors import UserError
@@ -131,22 +132,55 @@ def _why_not_readable(path: Path, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def write_text_atomic(path: Path, text: str, what: str) -> Path:
-    """Write `text` to `path` through a temporary file and a rename: a reader sees the old file or the new,
-    never half of one; a failure is a UserError naming `what` and the path."""
+def _refuse_unreplaceable(path: Path, what: str) -> None:
+    """A UserError when `path` exists and may not be replaced: a folder, or a file this process may not write
+    (read-only, or immutable: `chattr +i` refuses even root), checked before a temporary file is made."""
+    try:
+        if path.is_dir():
+            raise UserError(f"{what}: cannot write {path}: it is a folder; pass a file path")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UserError(
+                f"{what}: cannot write {path}: the file is read-only or immutable (chattr +i); "
+                "make it writable (chmod u+w, chattr -i) or pass another path"
+            )
+    except OSError:
+        return  # the write itself says why (a name too long, a file in the way)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, what: str) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed onto `path` when the block ends, removed when it
+    fails, so neither half a file nor a `.tmp` is ever left. An OSError is a UserError naming `what`."""
     import tempfile
 
+    _refuse_unreplaceable(path, what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise UserError(f"{what}: cannot write {path} ({_why_not_writable(path.parent, exc)})") from None
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
     except OSError as exc:
         raise UserError(f"{what}: cannot write {path} ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: Path, text: str, what: str) -> Path:
+    """Write `text` to `path` through a temporary file and a rename: a reader sees the old file or the new,
+    never half of one; a failure is a UserError naming `what` and the path, and leaves no temporary file."""
+    with atomic_path(path, what) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_bytes_atomic(path: Path, data: bytes, what: str) -> Path:
+    """`write_text_atomic` for bytes."""
+    with atomic_path(path, what) as tmp:
+        tmp.write_bytes(data)
     return path

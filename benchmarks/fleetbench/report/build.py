@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING
 from fleetbench.dashboards.definition import Dashboard
 from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.errors import UserError
-from fleetbench.fsutil import ensure_writable_dir, readable_file
+from fleetbench.fsutil import ensure_writable_dir, readable_file, write_text_atomic
 from fleetbench.report.charts import draw
 from fleetbench.report.comparison import COMPARE_DIR, CompareTo, draw_overlays, section
 from fleetbench.report.page import render_page
@@ -110,13 +109,5 @@ def _write_report(
     if compare_to is not None:
         comparison = section(compare_to, draw_overlays(compare_to, run_dir, out / COMPARE_DIR))
     page = out / "index.html"
-    tmp = page.with_name(f".index.html.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(
-            render_page(run_id, records, rendered, artifacts, "Prometheus" if client else "result records", comparison),
-            encoding="utf-8",
-        )
-        tmp.replace(page)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return page
+    html = render_page(run_id, records, rendered, artifacts, "Prometheus" if client else "result records", comparison)
+    return write_text_atomic(page, html, "report page")
