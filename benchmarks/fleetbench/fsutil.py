@@ -132,6 +132,19 @@ def _why_not_readable(path: Path, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+def check_output_file(path: Path, flag: str) -> Path:
+    """Refuse, before any work, an output file `flag` names that could never be written: a name the file
+    system refuses, a folder, a file in the way of its folder, an immutable or read-only file."""
+    problem = name_problem(path)
+    if problem is not None:
+        raise UserError(f"{flag} {path} is not a name this file system takes ({problem}); pass a shorter path")
+    _refuse_unreplaceable(path, f"{flag} {path}")
+    blocker = _blocker(path.parent)
+    if blocker is not None:
+        raise UserError(f"{flag} {path} cannot be written: {blocker} is a file, not a folder; pass another path")
+    return path
+
+
 def _refuse_unreplaceable(path: Path, what: str) -> None:
     """A UserError when `path` exists and may not be replaced: a folder, or a file this process may not write
     (read-only, or immutable: `chattr +i` refuses even root), checked before a temporary file is made."""
@@ -153,6 +166,9 @@ def atomic_path(path: Path, what: str) -> Iterator[Path]:
     fails, so neither half a file nor a `.tmp` is ever left. An OSError is a UserError naming `what`."""
     import tempfile
 
+    problem = name_problem(path)
+    if problem is not None:
+        raise UserError(f"{what}: cannot write {path}: not a name this file system takes ({problem})")
     _refuse_unreplaceable(path, what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -173,7 +173,7 @@ def measured_peaks(
         try:
             write_text_atomic(path, jsonio.dumps(entry, indent=2), "peak cache")
         except UserError as exc:
-            warn(f"{exc}; peaks will be measured again")
+            warn(f"{exc}; the peaks are not written and will be measured again next time")
         log.info(
             "peaks of %s: measured %s in %.1f s", device.name, ", ".join(measured_now), time.perf_counter() - started
         )

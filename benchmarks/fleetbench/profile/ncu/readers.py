@@ -103,6 +103,12 @@ def _no_kernel_data(path: Path, lines: list[str]) -> str:
             f"report {path} holds no kernel data: the capture failed (ncu said {said[-1]!r}); fix the program and "
             "capture again"
         )
+    profiled = [ln for ln in lines if ln.startswith("==PROF== Profiling ")]
+    if profiled:  # ncu says so for each launch it profiled, and prints their results after the program ends
+        return (
+            f"report {path} is cut: ncu profiled {len(profiled)} launch(es) (its '==PROF== Profiling' lines) but the "
+            "file ends before their results; keep the whole console output (ncu ... > FILE 2>&1) and capture again"
+        )
     return f"report {path} holds no kernel data: {EXPECTED}; this file is none of these"
 
 
