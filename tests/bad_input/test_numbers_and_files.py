@@ -198,6 +198,19 @@ IMMUTABLE_CASES = [
     BadInput("immutable-history-png", ("history", FLOPS, "--results-dir", "{tmp}/results", "--png", "{tmp}/h.png"),
              "h.png: the file is read-only or immutable",
              files={**runs(a=GOOD, b=GOOD_B), "h.png": b"\x89PNG old"}, prepare=immutable("h.png")),
+    # what the chmod cases of test_jobs.py try, in a form that binds root too
+    BadInput("immutable-report-run-folder", ("report", "r1", "--results-dir", "results", "--offline"),
+             "report folder results/r1/report/panels is not writable (Operation not permitted)",
+             files={"results/r1/records.jsonl": record("r1")}, prepare=immutable("results/r1")),
+    BadInput("immutable-report-page", ("report", "r1", "--results-dir", "results", "--offline"),
+             "report page results/r1/report/index.html: cannot write results/r1/report/index.html: the file is read-only or immutable",
+             files={"results/r1/records.jsonl": record("r1"), "results/r1/report/index.html": "old\n"},
+             prepare=immutable("results/r1/report/index.html")),
+    BadInput("immutable-dashboards-out", ("dashboards", "--out", "grafana"),
+             "dashboards folder grafana is not writable (Operation not permitted)",
+             files={"grafana/README": "generated"}, prepare=immutable("grafana")),
+    BadInput("immutable-history-folder", ("history", FLOPS, "--results-dir", "{tmp}/results"), "history",
+             files={**runs(a=GOOD, b=GOOD_B), "results/history/.keep": ""}, prepare=immutable("results/history")),
 ]  # fmt: skip
 
 

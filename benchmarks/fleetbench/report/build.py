@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from fleetbench.dashboards.definition import Dashboard
 from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.errors import UserError
-from fleetbench.fsutil import ensure_writable_dir, readable_file, write_text_atomic
+from fleetbench.fsutil import check_output_file, ensure_writable_dir, readable_file, write_text_atomic
 from fleetbench.report.charts import draw
 from fleetbench.report.comparison import COMPARE_DIR, CompareTo, draw_overlays, section
 from fleetbench.report.page import render_page
@@ -63,6 +63,7 @@ def build_report(run_dir: Path, prometheus_url: str | None, compare_to: CompareT
     records = read_records(run_dir)
     artifacts = run_plots(run_dir)
     out = run_dir / REPORT_DIR
+    check_output_file(out / "index.html", "report page")  # an immutable page: refused before anything is made
     ensure_writable_dir(
         out / "panels", "report folder", "", remedy=f"make the run folder {run_dir} writable, or copy it elsewhere"
     )
