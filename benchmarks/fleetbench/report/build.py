@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,7 +64,8 @@ def build_report(run_dir: Path, prometheus_url: str | None, compare_to: CompareT
     records = read_records(run_dir)
     artifacts = run_plots(run_dir)
     out = run_dir / REPORT_DIR
-    check_output_file(out / "index.html", "report page")  # an immutable page: refused before anything is made
+    if os.path.isdir(out):  # an immutable page of an earlier report: refused before anything is made
+        check_output_file(out / "index.html", "report page")
     ensure_writable_dir(
         out / "panels", "report folder", "", remedy=f"make the run folder {run_dir} writable, or copy it elsewhere"
     )
