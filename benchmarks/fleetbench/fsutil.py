@@ -160,6 +160,15 @@ def _refuse_unreplaceable(path: Path, what: str) -> None:
         return  # the write itself says why (a name too long, a file in the way)
 
 
+def _mode_for(path: Path) -> int:
+    """The permissions `path` has, or those a new file gets under this process's umask."""
+    with contextlib.suppress(OSError):
+        return stat.S_IMODE(path.stat().st_mode)
+    mask = os.umask(0o022)  # reading the umask means setting it: put straight back
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: Path, what: str) -> Iterator[Path]:
     """A temporary path beside `path` to write to; renamed onto `path` when the block ends, removed when it
@@ -179,6 +188,7 @@ def atomic_path(path: Path, what: str) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes it private; the file gets what a plain write gives
         os.replace(tmp, path)
     except OSError as exc:
         raise UserError(f"{what}: cannot write {path} ({exc.strerror or exc})") from None

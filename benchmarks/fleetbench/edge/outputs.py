@@ -54,7 +54,10 @@ def write_latency_plots(run_dir: Path, rows: list[KernelRow], device: str) -> li
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         path = run_dir / f"edge_latency_{kernel}.png"
-        fig.savefig(path)
-        plt.close(fig)
+        try:
+            with atomic_path(path, "edge latency plot") as tmp:
+                fig.savefig(tmp, format="png")
+        finally:
+            plt.close(fig)
         paths.append(path)
     return paths
