@@ -18,6 +18,7 @@ import contextlib
 import io
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,32 @@ class BadInput:
     # paths (relative to the folder) that existed before and may change: e.g. a spool the command consumes
     may_change: tuple[str, ...] = ()
     own_process: bool = False  # run in a subprocess: the input could end the interpreter itself
+
+
+def immutable(*names: str) -> Callable[[Path], None]:
+    """A prepare step: the paths `names` (under the case's folder) get the immutable attribute (`chattr +i`),
+    which refuses writes, renames and removals even to root, as a read-only file system would. The case is
+    skipped, saying why, where chattr is missing or the file system has no such attribute; `check` takes
+    the attribute off again so the folder can be removed."""
+
+    def prepare(tmp: Path) -> None:
+        import pytest
+
+        if shutil.which("chattr") is None:
+            pytest.skip("chattr is not installed: the immutable attribute cannot be set")
+        for name in names:
+            done = subprocess.run(["chattr", "+i", str(tmp / name)], capture_output=True, text=True)
+            if done.returncode != 0:
+                pytest.skip(f"chattr +i {name} failed here ({done.stderr.strip()[:120]})")
+
+    prepare.__name__ = f"immutable({', '.join(names)})"
+    prepare.undo = _mutable  # type: ignore[attr-defined]
+    return prepare
+
+
+def _mutable(tmp: Path) -> None:
+    """Take the immutable attribute off everything under tmp (what `immutable` set)."""
+    subprocess.run(["chattr", "-R", "-i", str(tmp)], capture_output=True, check=False)
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -168,9 +195,15 @@ def check(case: BadInput, tmp: Path, home: Path) -> subprocess.CompletedProcess[
     (sizes and times unchanged, no new path) except the paths in `case.may_change`."""
     tmp.mkdir(parents=True, exist_ok=True)
     home.mkdir(parents=True, exist_ok=True)
-    _create(case, tmp)
-    before = snapshot(tmp)
-    result = run(case, tmp, home)
+    undo = getattr(case.prepare, "undo", None)
+    try:
+        _create(case, tmp)
+        before = snapshot(tmp)
+        result = run(case, tmp, home)
+        after = snapshot(tmp)
+    finally:
+        if undo is not None:
+            undo(tmp)
     said = result.stderr.strip().splitlines()
     context = f"{case.id}: rc {result.returncode}\nstdout: {result.stdout[-2000:]}\nstderr: {result.stderr[-2000:]}"
     assert result.returncode == case.code, context
@@ -178,7 +211,6 @@ def check(case: BadInput, tmp: Path, home: Path) -> subprocess.CompletedProcess[
     assert said[0].startswith("fleetbench: error: "), context
     assert case.fragment in said[0], context
     assert "Traceback" not in result.stderr + result.stdout, context
-    after = snapshot(tmp)
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     allowed = {k for k in changed if any(k == p or k.startswith(p.rstrip("/") + "/") for p in case.may_change)}
     assert changed == allowed, f"{case.id}: the command wrote {sorted(changed - allowed)}"

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from fleetbench.errors import UserError
@@ -131,22 +132,81 @@ def _why_not_readable(path: Path, exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def write_text_atomic(path: Path, text: str, what: str) -> Path:
-    """Write `text` to `path` through a temporary file and a rename: a reader sees the old file or the new,
-    never half of one; a failure is a UserError naming `what` and the path."""
+def check_output_file(path: Path, flag: str) -> Path:
+    """Refuse, before any work, an output file `flag` names that could never be written: a name the file
+    system refuses, a folder, a file in the way of its folder, an immutable or read-only file."""
+    problem = name_problem(path)
+    if problem is not None:
+        raise UserError(f"{flag} {path} is not a name this file system takes ({problem}); pass a shorter path")
+    _refuse_unreplaceable(path, f"{flag} {path}")
+    blocker = _blocker(path.parent)
+    if blocker is not None:
+        raise UserError(f"{flag} {path} cannot be written: {blocker} is a file, not a folder; pass another path")
+    return path
+
+
+def _refuse_unreplaceable(path: Path, what: str) -> None:
+    """A UserError when `path` exists and may not be replaced: a folder, or a file this process may not write
+    (read-only, or immutable: `chattr +i` refuses even root), checked before a temporary file is made."""
+    try:
+        if path.is_dir():
+            raise UserError(f"{what}: cannot write {path}: it is a folder; pass a file path")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UserError(
+                f"{what}: cannot write {path}: the file is read-only or immutable (chattr +i); "
+                "make it writable (chmod u+w, chattr -i) or pass another path"
+            )
+    except OSError:
+        return  # the write itself says why (a name too long, a file in the way)
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions `path` has, or those a new file gets under this process's umask."""
+    with contextlib.suppress(OSError):
+        return stat.S_IMODE(path.stat().st_mode)
+    mask = os.umask(0o022)  # reading the umask means setting it: put straight back
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, what: str) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed onto `path` when the block ends, removed when it
+    fails, so neither half a file nor a `.tmp` is ever left. An OSError is a UserError naming `what`."""
     import tempfile
 
+    problem = name_problem(path)
+    if problem is not None:
+        raise UserError(f"{what}: cannot write {path}: not a name this file system takes ({problem})")
+    _refuse_unreplaceable(path, what)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise UserError(f"{what}: cannot write {path} ({_why_not_writable(path.parent, exc)})") from None
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.chmod(tmp, _mode_for(path))  # mkstemp makes it private; the file gets what a plain write gives
+        os.replace(tmp, path)
     except OSError as exc:
         raise UserError(f"{what}: cannot write {path} ({exc.strerror or exc})") from None
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: Path, text: str, what: str) -> Path:
+    """Write `text` to `path` through a temporary file and a rename: a reader sees the old file or the new,
+    never half of one; a failure is a UserError naming `what` and the path, and leaves no temporary file."""
+    with atomic_path(path, what) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_bytes_atomic(path: Path, data: bytes, what: str) -> Path:
+    """`write_text_atomic` for bytes."""
+    with atomic_path(path, what) as tmp:
+        tmp.write_bytes(data)
     return path

@@ -30,7 +30,7 @@ from fleetbench.config.loader import load_config
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
-from fleetbench.fsutil import write_text_atomic
+from fleetbench.fsutil import check_output_file, write_text_atomic
 
 if TYPE_CHECKING:  # the compare package loads scipy: only when a comparison runs
     from fleetbench.compare.gate import Regression
@@ -140,8 +140,6 @@ def write_output(text: str, out: Path | None) -> None:
     if out is None:
         sys.stdout.write(text)
         return
-    if out.is_dir():
-        raise UserError(f"--out {out} is a folder; pass a file path")
     write_text_atomic(out, text, f"--out {out}")
 
 
@@ -157,6 +155,8 @@ def render_table_text(comparisons: list[Comparison], failures: list[Regression],
 def _check_args(args: argparse.Namespace) -> None:
     if args.format not in FORMATS:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
+    if args.out is not None:  # before the comparison: its work must not end in a file that cannot be written
+        check_output_file(args.out, "--out")
     if args.rounds is None:
         rounds_only = [flag for flag, value in (("--base-set", args.base_set), ("--new-set", args.new_set),
                        ("--base-rev", args.base_rev), ("--new-rev", args.new_rev)) if value]  # fmt: skip

@@ -21,6 +21,7 @@ from rich.table import Table
 from fleetbench.cli.options import add_results_dir
 from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
+from fleetbench.fsutil import check_output_file
 
 if TYPE_CHECKING:
     from fleetbench.compare.history import Series, Step
@@ -88,8 +89,8 @@ def _check(args: argparse.Namespace) -> tuple[str, dict[str, str], str | None]:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
     if not (args.penalty > 0 and args.penalty < 1e6):
         raise UserError(f"--penalty {args.penalty} is not accepted; accepted: a number above 0")
-    if args.png is not None and args.png.is_dir():
-        raise UserError(f"--png {args.png} is a folder; pass a file path")
+    if args.png is not None:
+        check_output_file(args.png, "--png")
     return metric_name(args.metric), parse_labels(args.label), gateway(args)
 
 

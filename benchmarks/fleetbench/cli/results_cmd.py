@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fleetbench import jsonio
 from fleetbench.cli.options import add_results_dir, also_after
+from fleetbench.compare.validity import ACCEPTED, bad_value, figure_name
 from fleetbench.errors import UserError
 from fleetbench.results.store import (
     RECORDS_FILE,
@@ -89,4 +90,14 @@ def handle_show(args: argparse.Namespace, console: Console) -> int:
             f"({escape(record.device)}, {escape(record.backend)}): {record.status} in {record.duration_s:.1f} s"
         )
         console.print(jsonio.dumps(record.summary, indent=2), markup=False)
+        for figure in record.headline:  # shown as stored, flagged: compare refuses such a figure
+            bad = bad_value(figure)
+            if bad is not None:
+                console.print(
+                    f"warning: {figure_name(record.benchmark, figure)} has the value {bad[0]!r}{bad[1]}, no "
+                    f"measurement (accepted: {ACCEPTED}); compare and baseline set refuse this run",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
     return 0

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from fleetbench.cli.options import add_results_dir
+from fleetbench.errors import UserError
+from fleetbench.fsutil import check_writable_dir, write_text_atomic
 
 if TYPE_CHECKING:
     from fleetbench.slurm.controller import Controller
@@ -91,6 +93,13 @@ def _add_connection(parser: argparse.ArgumentParser) -> None:
     add_results_dir(group, "where collected runs go")
 
 
+def _check_results_dir(args: argparse.Namespace) -> None:
+    """Where the job's runs are collected to, refused before the controller is contacted (a job submitted,
+    or followed for an hour, must not end in a folder that cannot take its results)."""
+
+    check_writable_dir(args.results_dir, "results folder", "--results-dir")
+
+
 def _controller(args: argparse.Namespace) -> Controller:
     from fleetbench.slurm import controller
 
@@ -122,11 +131,14 @@ def handle_submit(args: argparse.Namespace, console: Console) -> int:
         requeue=args.requeue,
     )
     request.validate()  # before the inventory is read: a bad option is refused at once
+    _check_results_dir(args)
     controller = _controller(args)
     submitted = submit(controller, request, deploy_dir())
-    run_dir = args.results_dir / submitted.run_id / "slurm"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "job.sbatch").write_text(submitted.script, encoding="utf-8")
+    # the job is queued: a failure to keep its script here is a warning, not the job's end
+    try:
+        write_text_atomic(args.results_dir / submitted.run_id / "slurm" / "job.sbatch", submitted.script, "job script")
+    except UserError as exc:
+        console.print(f"warning: {exc}", markup=False, highlight=False, soft_wrap=True)
     print_submitted(console, submitted.job_id, submitted.partition, controller.describe(), request.nodes)
     if args.no_wait:
         console.print(f"follow it: fleetbench slurm wait {submitted.job_id}", markup=False, highlight=False)
@@ -163,7 +175,6 @@ def _collect(
     controller: Controller, job_id: int, results_dir: str, dest: Path, console: Console, with_checkpoints: bool
 ) -> Path:
     from fleetbench.cli.views.slurm import print_collected
-    from fleetbench.errors import UserError
     from fleetbench.results.store import read_records
     from fleetbench.slurm.collect import collect
 
@@ -212,6 +223,7 @@ def handle_wait(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.slurm import follow
 
     job_id = follow.job_id_of(args.job_id)
+    _check_results_dir(args)
     controller = _controller(args)
     follow.require(controller, job_id)
     return _follow(controller, job_id, _results_dir(controller), args, console)
@@ -222,6 +234,7 @@ def handle_collect(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.slurm import follow
 
     job_id = follow.job_id_of(args.job_id)
+    _check_results_dir(args)
     controller = _controller(args)
     _collect(controller, job_id, _results_dir(controller), args.results_dir, console, args.with_checkpoints)
     return 0

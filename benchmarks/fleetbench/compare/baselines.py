@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,13 @@ from pydantic import ValidationError
 from fleetbench import jsonio
 from fleetbench.compare.noise import Calibration, parse
 from fleetbench.errors import UserError
-from fleetbench.fsutil import write_text_atomic
+from fleetbench.fsutil import readable_file, write_text_atomic
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import utc_now
 
 BASELINES_FOLDER = "baselines"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_PROCESSES = 10_000  # `noise --rounds` keeps one per process: more is no baseline fleetbench wrote
 NAME_RULE = "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
@@ -79,22 +80,41 @@ def set_baseline(results_root: Path, baseline: Baseline) -> Path:
 def read_baseline(results_root: Path, name: str) -> Baseline:
     """Baseline `name`, validated; a missing or damaged file is one line naming it."""
     path = baseline_path(results_root, name)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         known = ", ".join(list_baselines(results_root)) or "none yet"
         raise UserError(f"baseline {name!r} not found under {baselines_dir(results_root)}; baselines: {known}")
+    # the file is there: whatever is wrong with it is said as damage, never as "not found"
+    readable_file(path, f"baseline {name!r}: its file", "set it again with fleetbench baseline set")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         records = [ResultRecord.model_validate(r) for r in data["records"]]
         noise = parse(data["noise"]) if data.get("noise") else None
-        return Baseline(
-            str(data["name"]), str(data["run_id"]), str(data["source"]), str(data["set_at"]), records,
-            int(data.get("processes", 1)), noise,
-        )  # fmt: skip
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, ValidationError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        processes = data.get("processes", 1)
+        baseline = Baseline(
+            str(data["name"]), str(data["run_id"]), str(data["source"]), str(data["set_at"]), records, 1, noise
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, ValidationError) as exc:
+        first = _first_problem(exc)
         raise UserError(
-            f"{path}: not a baseline file ({first[:160]}); set it again with fleetbench baseline set"
+            f"{path}: not a baseline file: it is damaged ({first[:160]}); set it again with fleetbench baseline set"
         ) from None
+    if type(processes) is not int or not 1 <= processes <= MAX_PROCESSES:
+        raise UserError(
+            f"{path}: not a baseline file: it is damaged (processes is {processes!r}; accepted: a whole number "
+            f"in 1-{MAX_PROCESSES}); set it again with fleetbench baseline set"
+        )
+    return replace(baseline, processes=processes)
+
+
+def _first_problem(exc: Exception) -> str:
+    """The first line of what was wrong; for a record, the field, what it should be and the value."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        got = "" if isinstance(first.get("input"), dict | list) else f" (got {str(repr(first.get('input')))[:60]})"
+        return f"records: {where}: {first['msg']}{got}"
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def list_baselines(results_root: Path) -> list[str]:
@@ -117,8 +137,16 @@ def scan_baselines(results_root: Path) -> list[tuple[str, Baseline | str]]:
 def remove_baseline(results_root: Path, name: str) -> Path:
     """Delete baseline `name`; refuses a name that does not exist."""
     path = baseline_path(results_root, name)
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         known = ", ".join(list_baselines(results_root)) or "none yet"
         raise UserError(f"baseline {name!r} not found; baselines: {known}")
-    path.unlink()
+    if path.is_dir():
+        raise UserError(f"baseline {name!r}: {path} is a folder, not a baseline file; remove it yourself")
+    try:
+        path.unlink()
+    except OSError as exc:  # an immutable file (chattr +i) or folder, a read-only file system
+        raise UserError(
+            f"baseline {name!r}: cannot remove {path} ({exc.strerror or exc}); "
+            "make it and its folder writable (chattr -i, chmod u+w) and run again"
+        ) from None
     return path

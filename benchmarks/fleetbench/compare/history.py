@@ -25,6 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fleetbench.compare.baselines import scan_baselines
+from fleetbench.compare.validity import ACCEPTED, bad_value, figure_name
 from fleetbench.errors import UserError
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import list_runs, read_records
@@ -90,7 +91,7 @@ def _figure_value(figure: HeadlineFigure) -> float:
 
 
 def _usable(value: float) -> bool:
-    return math.isfinite(value) and value > 0  # log scale; figures that are no measurement are left out
+    return math.isfinite(value) and value > 0  # log scale: a zero has no place on it
 
 
 def _sources(results_root: Path, warnings: list[str]) -> Iterator[tuple[str, list[ResultRecord]]]:
@@ -110,6 +111,7 @@ def _sources(results_root: Path, warnings: list[str]) -> Iterator[tuple[str, lis
 def collect(results_root: Path, metric: str, benchmark: str | None, labels: dict[str, str]) -> Found:
     """Every series of `metric` (narrowed to `benchmark` and `labels`) under the results root, oldest first."""
     warnings: list[str] = []
+    left_out: list[str] = []
     series: dict[tuple[str, tuple[tuple[str, str], ...]], Series] = {}
     seen: set[tuple[str, str, tuple[tuple[str, str], ...], str]] = set()
     for source, records in _sources(results_root, warnings):
@@ -119,6 +121,10 @@ def collect(results_root: Path, metric: str, benchmark: str | None, labels: dict
             for figure in record.headline:
                 if figure.metric != metric or any(figure.labels.get(k) != v for k, v in labels.items()):
                     continue
+                bad = bad_value(figure)
+                if bad is not None:  # no measurement (NaN, inf, negative, beyond MAX_FIGURE): said, left out
+                    left_out.append(f"run {record.run_id} {figure_name(record.benchmark, figure)} = {bad[0]!r}{bad[1]}")
+                    continue
                 key = (record.benchmark, tuple(sorted(figure.labels.items())))
                 once = (record.run_id, record.start.isoformat(), key[1], record.benchmark)
                 value = _figure_value(figure)
@@ -127,6 +133,10 @@ def collect(results_root: Path, metric: str, benchmark: str | None, labels: dict
                 seen.add(once)
                 entry = series.setdefault(key, Series(record.benchmark, metric, dict(figure.labels)))
                 entry.points.append(Point(record.start, record.run_id, record.git_revision, value, source))
+    if left_out:
+        warnings.append(
+            f"left out {len(left_out)} figure(s) that are no measurement (accepted: {ACCEPTED}), e.g. {left_out[0]}"
+        )
     for entry in series.values():
         entry.points.sort(key=lambda p: p.time)
     return Found(sorted(series.values(), key=lambda s: (s.benchmark, sorted(s.labels.items()))), warnings)

@@ -37,6 +37,7 @@ from fleetbench.runinfo import utc_now
 
 CALIBRATION_FOLDER = "calibration"
 MAD_TO_SIGMA = 1.4826  # MAD x this estimates the standard deviation of normal data
+MAX_NOISE_PCT = 1000  # a noise beyond this (% of the figure) is no calibration's: it would hide every change
 
 FigureKey = tuple[str, str, tuple[tuple[str, str], ...]]  # benchmark, metric, sorted labels
 
@@ -132,13 +133,13 @@ def parse(data: Mapping[str, Any]) -> Calibration:
     """A calibration from its plain data; KeyError, TypeError or ValueError when it is not one."""
     figures = [NoiseFigure(**figure) for figure in data["figures"]]
     for figure in figures:
-        if not (
-            isinstance(figure.noise_pct, int | float) and math.isfinite(figure.noise_pct) and figure.noise_pct >= 0
-        ):
-            raise ValueError(f"noise_pct {figure.noise_pct!r} of {figure.metric}")
-    return Calibration(
-        dict(data["machine"]), str(data["set_at"]), list(data["command"]), int(data["processes"]), figures
-    )
+        pct = figure.noise_pct
+        if type(pct) not in (int, float) or not 0 <= pct <= MAX_NOISE_PCT:
+            raise ValueError(f"noise_pct {pct!r} of {figure.metric}; accepted: a number in 0-{MAX_NOISE_PCT}")
+    processes = data["processes"]
+    if type(processes) is not int or processes < 1:
+        raise ValueError(f"processes {processes!r}; accepted: a whole number >= 1")
+    return Calibration(dict(data["machine"]), str(data["set_at"]), list(data["command"]), processes, figures)
 
 
 def merged(old: Calibration | None, new: Calibration) -> Calibration:
@@ -167,7 +168,7 @@ def read(path: Path) -> Calibration | None:
         return None
     try:
         return parse(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise UserError(f"{path}: not a noise calibration ({str(exc)[:160]}); run fleetbench noise again") from None
 
 

@@ -1,6 +1,7 @@
 """Figures compare can judge: finite, and not negative where the quantity cannot be.
 
-A run whose headline holds NaN, an infinity or a negative time, size, rate or ratio measured nothing
+A run whose headline holds NaN, an infinity, a negative time, size, rate or ratio, a figure beyond
+MAX_FIGURE or a denormal measured nothing
 that a verdict could rest on; compare and `baseline set` refuse it with one line naming the run, the
 benchmark, the figure and the value, instead of calling it "no significant change" (or writing a
 baseline that no reader accepts). Every headline quantity of the catalogue is non-negative: times,
@@ -9,19 +10,28 @@ bytes, FLOP/s, bytes/s, ratios, token rates and the (cross-entropy) loss.
 
 from __future__ import annotations
 
-import math
+import sys
 from collections.abc import Iterable
 
 from fleetbench.errors import UserError
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 
-ACCEPTED = "a finite number >= 0"
+# Beyond this no catalogue quantity is a measurement (1e30 FLOP/s is a million zettaFLOP/s), and the
+# statistics' squares and ratios of such figures overflow; a denormal is no measurement either, and its
+# ratios overflow the other way.
+MAX_FIGURE = 1e30
+ACCEPTED = f"a finite number >= 0, at most {MAX_FIGURE:.0e}, not a denormal"
+
+
+def is_measurement(value: float) -> bool:
+    """Whether `value` is a figure compare can judge (see ACCEPTED): False for NaN too."""
+    return value == 0 or sys.float_info.min <= value <= MAX_FIGURE
 
 
 def bad_value(figure: HeadlineFigure) -> tuple[float, str] | None:
-    """The figure's first value or sample that is not finite or is negative, and where; None when all are fine."""
+    """The figure's first value or sample that is no measurement (is_measurement), and where; None when all are."""
     for index, value in enumerate((figure.value, *figure.samples)):
-        if not math.isfinite(value) or value < 0:
+        if not is_measurement(value):
             return value, "" if index == 0 else f" in sample {index} of {len(figure.samples)}"
     return None
 

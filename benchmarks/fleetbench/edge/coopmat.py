@@ -145,7 +145,11 @@ def compile_kernel(tools: Toolchain, source: Path, out_dir: Path) -> tuple[Path 
             lines = [line for line in (done.stderr + done.stdout).splitlines() if "error" in line.lower()]
             first = (lines or [f"exit {done.returncode}"])[0].strip()
             return None, f"{Path(tool).name} refused {source.name}: {first}"
-    os.replace(partial, target)
+    try:
+        os.replace(partial, target)
+    except OSError as exc:  # said like a refusal, and no temporary .spv is left behind
+        partial.unlink(missing_ok=True)
+        return None, f"cannot write {target} ({exc.strerror or exc})"
     return target, None
 
 

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 from typing import Any
 
 from fleetbench import jsonio
 from fleetbench.edge.rows import KernelRow
+from fleetbench.fsutil import atomic_path, write_text_atomic
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_text(text, encoding="utf-8")
-    os.replace(partial, path)
+    write_text_atomic(path, text, "edge results")
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:
@@ -25,14 +23,12 @@ def write_json(path: Path, payload: dict[str, Any]) -> None:
 
 def write_csv(path: Path, rows: list[KernelRow]) -> None:
     """Write one CSV row per kernel (KernelRow.CSV_FIELDS), atomically."""
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with partial.open("w", newline="", encoding="utf-8") as handle:
+    with atomic_path(path, "edge results") as partial, partial.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=KernelRow.CSV_FIELDS)
         writer.writeheader()
         for r in rows:
             data = r.summary()
             writer.writerow({k: data[k] for k in KernelRow.CSV_FIELDS})
-    os.replace(partial, path)
 
 
 def write_latency_plots(run_dir: Path, rows: list[KernelRow], device: str) -> list[Path]:
@@ -58,7 +54,10 @@ def write_latency_plots(run_dir: Path, rows: list[KernelRow], device: str) -> li
         ax.grid(axis="y", alpha=0.3)
         fig.tight_layout()
         path = run_dir / f"edge_latency_{kernel}.png"
-        fig.savefig(path)
-        plt.close(fig)
+        try:
+            with atomic_path(path, "edge latency plot") as tmp:
+                fig.savefig(tmp, format="png")
+        finally:
+            plt.close(fig)
         paths.append(path)
     return paths

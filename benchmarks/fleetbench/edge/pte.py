@@ -28,7 +28,7 @@ from fleetbench import jsonio
 from fleetbench.edge.model_factory import BuiltModel, build
 from fleetbench.edge.native import native_stderr, optional_module
 from fleetbench.errors import UserError
-from fleetbench.fsutil import readable_file
+from fleetbench.fsutil import readable_file, write_bytes_atomic
 
 SIDECAR_FORMAT = "fleetbench-pte-1"
 INSTALL_HINT = "install the [mobile] extra: pip install 'fleetbench[mobile]' (executorch==1.5.1)"
@@ -188,9 +188,7 @@ def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_bytes(data)
-    os.replace(partial, path)
+    write_bytes_atomic(path, data, "edge export")
 
 
 def sidecar_path(pte: Path) -> Path:

@@ -61,5 +61,9 @@ def build(source: Path, dtype: str, out_dir: Path) -> Path:
         partial.unlink(missing_ok=True)
         first = (result.stderr.strip() or result.stdout.strip() or f"exit {result.returncode}").splitlines()[0]
         raise UserError(f"glslc failed on {source} ({dtype}): {first}")
-    os.replace(partial, target)
+    try:
+        os.replace(partial, target)
+    except OSError as exc:  # no half-built .spv, and no temporary one, is left behind
+        partial.unlink(missing_ok=True)
+        raise UserError(f"SPIR-V of {source}: cannot write {target} ({exc.strerror or exc})") from None
     return target

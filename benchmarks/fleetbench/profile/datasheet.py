@@ -293,6 +293,7 @@ def unknown_gpu(device_name: str) -> str:
     )
 
 
+MIN_PEAK, MAX_PEAK = 1.0, 1e30  # a peak in bytes/s or FLOP/s: at least one, and no more than any machine has
 _PEAK_ITEM = re.compile(r"^\s*(dram|fp32|tensor|bf16|fp16)\s*=\s*([0-9.eE+]+)\s*([A-Za-z/]*)\s*$")
 _BANDWIDTH_UNITS = {"": 1e9, "gb/s": 1e9, "gbps": 1e9, "tb/s": 1e12, "mb/s": 1e6, "b/s": 1.0}
 _FLOP_UNITS = {"": 1e12, "tflops": 1e12, "tflop/s": 1e12, "gflops": 1e9, "gflop/s": 1e9, "pflops": 1e15}
@@ -316,9 +317,16 @@ def parse_peak(text: str) -> DatasheetPeak:
                 "dram=864GB/s,fp32=91.6TFLOPS,tensor=366TFLOPS (dram in GB/s or TB/s, the others in TFLOPS)"
             )
         try:
-            values[match[1]] = float(match[2]) * units[unit]
+            value = float(match[2]) * units[unit]
         except ValueError:
             raise UserError(f"--peak {text!r}: {match[2]!r} is not a number") from None
+        # 0, 1e999 (inf) and a denormal divide every figure into nothing or everything: no peak is such
+        if not MIN_PEAK <= value <= MAX_PEAK:
+            raise UserError(
+                f"--peak {text!r}: {item.strip()!r} is no peak; accepted: a number above 0 and below 1e30 "
+                "(e.g. dram=864GB/s, fp32=91.6TFLOPS)"
+            )
+        values[match[1]] = value
     tensor = values.get("tensor")
     return DatasheetPeak(
         model="peaks given with --peak",

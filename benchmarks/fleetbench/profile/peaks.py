@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetbench import jsonio
+from fleetbench.errors import UserError
+from fleetbench.fsutil import write_text_atomic
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.runinfo import utc_now
 
@@ -169,12 +171,9 @@ def measured_peaks(
     }
     if measured_now:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(jsonio.dumps(entry, indent=2), encoding="utf-8")
-            os.replace(tmp, path)
-        except OSError as exc:
-            warn(f"peak cache {path} not written ({exc.strerror or exc}); peaks will be measured again")
+            write_text_atomic(path, jsonio.dumps(entry, indent=2), "peak cache")
+        except UserError as exc:
+            warn(f"{exc}; the peaks are not written and will be measured again next time")
         log.info(
             "peaks of %s: measured %s in %.1f s", device.name, ", ".join(measured_now), time.perf_counter() - started
         )

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fleetbench.dashboards.definition import Dashboard
 from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.errors import UserError
-from fleetbench.fsutil import ensure_writable_dir, readable_file
+from fleetbench.fsutil import check_output_file, ensure_writable_dir, readable_file, write_text_atomic
 from fleetbench.report.charts import draw
 from fleetbench.report.comparison import COMPARE_DIR, CompareTo, draw_overlays, section
 from fleetbench.report.page import render_page
@@ -64,6 +64,8 @@ def build_report(run_dir: Path, prometheus_url: str | None, compare_to: CompareT
     records = read_records(run_dir)
     artifacts = run_plots(run_dir)
     out = run_dir / REPORT_DIR
+    if os.path.isdir(out):  # an immutable page of an earlier report: refused before anything is made
+        check_output_file(out / "index.html", "report page")
     ensure_writable_dir(
         out / "panels", "report folder", "", remedy=f"make the run folder {run_dir} writable, or copy it elsewhere"
     )
@@ -110,13 +112,5 @@ def _write_report(
     if compare_to is not None:
         comparison = section(compare_to, draw_overlays(compare_to, run_dir, out / COMPARE_DIR))
     page = out / "index.html"
-    tmp = page.with_name(f".index.html.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(
-            render_page(run_id, records, rendered, artifacts, "Prometheus" if client else "result records", comparison),
-            encoding="utf-8",
-        )
-        tmp.replace(page)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return page
+    html = render_page(run_id, records, rendered, artifacts, "Prometheus" if client else "result records", comparison)
+    return write_text_atomic(page, html, "report page")

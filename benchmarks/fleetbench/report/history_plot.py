@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
 from fleetbench.compare.history import Series, Step
+from fleetbench.fsutil import atomic_path
 
 MAX_PANELS = 8  # series on one page; more are left to a narrower --label
 
@@ -54,10 +55,11 @@ def history_png(panels: list[tuple[Series, list[Step]]], path: Path) -> Path:
         fig.suptitle(f"first {MAX_PANELS} of {len(panels)} series (narrow with --label)", fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)  # atomic: a reader never sees half a PNG
+    try:
+        with atomic_path(path, "history plot") as tmp:  # a reader never sees half a PNG
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 

@@ -13,6 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
+from fleetbench.fsutil import atomic_path
 from fleetbench.train.history import StepRow
 
 EDGE_RESULTS = "edge_results.json"
@@ -45,8 +46,11 @@ def train_overlay(base: list[StepRow], new: list[StepRow], names: tuple[str, str
         ax.legend(fontsize=8)
     fig.suptitle(f"train: base {names[0]} vs new {names[1]}", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "comparison plot") as tmp:  # a failed write leaves no half PNG and no .tmp
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -105,6 +109,9 @@ def edge_boxes(
         f"{kernel}: base {names[0]} vs new {names[1]}\nbox: quartiles, whiskers p1-p99, every dispatch", fontsize=10
     )
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    try:
+        with atomic_path(path, "comparison plot") as tmp:  # a failed write leaves no half PNG and no .tmp
+            fig.savefig(tmp, format="png")
+    finally:
+        plt.close(fig)
     return path

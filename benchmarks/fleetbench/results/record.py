@@ -37,6 +37,8 @@ def _null_is_nan(value: Any) -> Any:
 # A figure as a record holds it: a JSON number (text, true/false are refused: no reader guesses), or
 # null for a value that was no number when it was measured, read back as NaN for the readers to refuse.
 Figure = Annotated[float, Field(strict=True), BeforeValidator(_null_is_nan)]
+# How long a run took: a JSON number, finite and not negative (a writer measures it on a monotonic clock).
+Seconds = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
 
 
 class MetricSample(BaseModel):
@@ -89,7 +91,7 @@ class ResultRecord(BaseModel):
     host: str
     device: str
     backend: str
-    rank: int = 0
+    rank: Annotated[int, Field(strict=True, ge=0)] = 0  # "0", 0.0 and true are no rank
     status: Literal["ok", "failed"]
     error: str | None = None
     config: dict[str, Any] = Field(default_factory=dict)
@@ -99,7 +101,7 @@ class ResultRecord(BaseModel):
     artifacts: list[str] = Field(default_factory=list)
     start: datetime
     end: datetime
-    duration_s: float
+    duration_s: Seconds
     git_revision: str
     packages: dict[str, str]
     machine: dict[str, str] = Field(default_factory=dict)

@@ -85,6 +85,10 @@ DISPLAY: dict[str, tuple[tuple[str, str], ...]] = {
     "Waves Per SM": (("launch__waves_per_multiprocessor", ""),),
 }
 MAX_WARNINGS = 10  # of one kind per file; the rest are counted in one more note
+# Beyond these a cell is no measurement: no counter, byte count or rate reaches 1e30 in its base unit,
+# and a percentage of peak (a little over 100 at times) does not reach 1000.
+MAX_FIGURE = 1e30
+MAX_PERCENT = 1000.0
 
 Value = float | str
 
@@ -211,6 +215,7 @@ class Warnings:
     short_rows: list[str] = field(default_factory=list)
     not_numbers: list[str] = field(default_factory=list)
     negatives: list[str] = field(default_factory=list)
+    out_of_range: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
 
     def short(self, number: int, row: list[str], needed: int) -> None:
@@ -238,11 +243,19 @@ class Warnings:
                 + ", negative (no count, duration or percentage is); left out"
             )
             return None
+        percent = unit.strip() == "%"
+        if isinstance(value, float) and value > (MAX_PERCENT if percent else MAX_FIGURE):
+            limit = f"{MAX_PERCENT:.0f} %" if percent else f"{MAX_FIGURE:.0e} in its base unit"
+            self.out_of_range.append(
+                f"warning: {self.name}: {shown} of launch {kernel} is {text.strip()} {unit}".rstrip()
+                + f", beyond {limit} (no measurement); left out"
+            )
+            return None
         return value
 
     def into(self, notes: list[str]) -> None:
         """Add the warnings to a report's notes, each kind capped."""
-        for kind in (self.short_rows, self.not_numbers, self.negatives, self.duplicates):
+        for kind in (self.short_rows, self.not_numbers, self.negatives, self.out_of_range, self.duplicates):
             capped(notes, kind)
 
 

@@ -103,6 +103,12 @@ def _no_kernel_data(path: Path, lines: list[str]) -> str:
             f"report {path} holds no kernel data: the capture failed (ncu said {said[-1]!r}); fix the program and "
             "capture again"
         )
+    profiled = [ln for ln in lines if ln.startswith("==PROF== Profiling ")]
+    if profiled:  # ncu says so for each launch it profiled, and prints their results after the program ends
+        return (
+            f"report {path} is cut: ncu profiled {len(profiled)} launch(es) (its '==PROF== Profiling' lines) but the "
+            "file ends before their results; keep the whole console output (ncu ... > FILE 2>&1) and capture again"
+        )
     return f"report {path} holds no kernel data: {EXPECTED}; this file is none of these"
 
 
@@ -299,7 +305,8 @@ def _csv_report(path: Path, preamble: list[str], body: str) -> NcuReport:
         raise UserError(f"report {path} is not a readable ncu CSV export: {exc}") from None
     header, rows = rows[0], rows[1:]
     notes = [ln for ln in preamble if ln.startswith("==")]
-    if rows and _cut_off(body):
+    cut = _cut_off(body) or (not rows and not body.endswith(("\n", "\r")))  # ncu ends its header with one too
+    if rows and cut:
         notes.append(f"warning: {path.name}: its last row is cut off (the file ends inside it); left out")
         rows = rows[:-1]
     warnings = Warnings(path.name)
@@ -310,6 +317,17 @@ def _csv_report(path: Path, preamble: list[str], body: str) -> NcuReport:
         kernels = _raw(header, rows, warnings)
         layout = "csv-raw"
     warnings.into(notes)
+    if not kernels and cut:
+        where = "its header row" if len(rows) == 0 and not body.rstrip("\r\n").count("\n") else "its first kernel row"
+        raise UserError(
+            f"report {path} is cut: the file ends inside {where}, before any whole kernel row; "
+            "export it again (ncu --import REPORT --csv --page details > FILE)"
+        )
+    if not kernels and warnings.short_rows:
+        raise UserError(
+            f"report {path} is cut or damaged: none of its {len(rows)} kernel rows is whole "
+            f"({warnings.short_rows[0].split(': ', 2)[-1].removesuffix('; left out')}); export it again"
+        )
     if not kernels:
         raise UserError(f"report {path} has a CSV header but no kernel rows; no kernels were profiled")
     return NcuReport(path=str(path), format=layout, kernels=kernels, notes=notes)

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetbench.fsutil import atomic_path
 from fleetbench.profile.classify import FIXES, FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
 from fleetbench.profile.datasheet import DatasheetPeak, Peaks, peaks_of, unknown_gpu
 from fleetbench.profile.flops import FLOP_SOURCES, VIEW_OPS
@@ -471,6 +472,6 @@ def plot_roofline(roofline: Roofline, path: Path, labels: int = 8) -> Path:
             wrap=True,
         )
     figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(str(path))
+    with atomic_path(path, "roofline plot") as tmp:  # a failed write leaves no half PNG and no .tmp
+        figure.savefig(tmp, format="png")
     return path

@@ -15,6 +15,7 @@ import gzip
 import json
 import math
 import re
+import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ PROFILE_TRACE_NAMES = {"trace.json", "trace.json.gz"}  # what `fleetbench profil
 # Beyond this a time is not one (1e18 µs is 31,000 years; real traces count µs since the epoch,
 # about 1.7e15): larger values, infinities and NaN are skipped, so sums of times stay finite.
 MAX_TIME_US = 1e18
+MIN_DUR_US = sys.float_info.min  # a non-zero duration below this is a denormal: no time either
 ID_TYPES = (str, int)  # what a correlation id, pid or tid can be; anything else is written as text
 TRACE_ACCEPTED = "pass a PyTorch profiler Chrome trace (.json or .json.gz)"
 MAX_RANK = 1 << 20  # a distributedInfo.rank beyond this (or below 0) is not a rank: the file name says it
@@ -70,7 +72,8 @@ def load_trace(path: Path) -> dict[str, Any]:
         else:
             with path.open(encoding="utf-8") as handle:
                 data = json.load(handle)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    # ValueError: also an integer of more digits than Python converts (4300), which json raises as such
+    except (OSError, EOFError, zlib.error, ValueError) as exc:
         raise UserError(
             f"trace {path} is not a readable Chrome trace JSON ({exc}); "
             "expected the .json or .json.gz that torch.profiler exports"
@@ -214,8 +217,9 @@ def _number(value: Any) -> bool:
 
 
 def _usable(start: float, dur: float) -> bool:
-    """Whether a start and a duration are times: finite, within MAX_TIME_US, the duration not negative."""
-    return -MAX_TIME_US <= start <= MAX_TIME_US and 0 <= dur <= MAX_TIME_US  # False for NaN too
+    """Whether a start and a duration are times: finite, within MAX_TIME_US, the duration not negative and
+    not a denormal (no clock ticks 1e-308 µs; such a value is damage, and its ratios overflow)."""
+    return -MAX_TIME_US <= start <= MAX_TIME_US and (dur == 0 or MIN_DUR_US <= dur <= MAX_TIME_US)
 
 
 def _why_not_a_time(name: str, value: Any) -> str:
@@ -236,6 +240,8 @@ def _why_not_a_time(name: str, value: Any) -> str:
         )
     if name == "dur" and number < 0:
         return "with a negative dur"
+    if name == "dur" and number < MIN_DUR_US:
+        return "with a denormal dur"
     return f"with a {name} beyond {MAX_TIME_US:.0e} µs"
 
 
@@ -252,8 +258,8 @@ def _times(event: Any, out: TraceEvents) -> tuple[float, float] | None:
     start: Any = event.get("ts")
     dur: Any = event.get("dur", 0)
     if not (_number(start) and _number(dur)):
-        try:  # a time written as a string still counts, and is counted
-            start, dur = float(start), float(dur)
+        try:  # a time written as a string still counts, and is counted; a bool, list or null is no time
+            start, dur = _text_time(start), _text_time(dur)
         except (TypeError, ValueError, OverflowError):
             _drop(event, out)
             return None
@@ -263,6 +269,15 @@ def _times(event: Any, out: TraceEvents) -> tuple[float, float] | None:
         return None
     # ints stay ints: whole-µs traces keep exact arithmetic, and it is quicker
     return start, start + dur
+
+
+def _text_time(value: Any) -> float:
+    """A number as it is, text as the number it spells; TypeError for anything else (a bool is a flag)."""
+    if _number(value):
+        return float(value)
+    if isinstance(value, str):
+        return float(value)
+    raise TypeError(type(value).__name__)
 
 
 def _drop(event: dict[str, Any], out: TraceEvents) -> None:
@@ -383,6 +398,12 @@ def _refuse_what_is_no_trace(events: list[Any], out: TraceEvents) -> None:
         raise UserError(
             f"trace {path} is not a torch.profiler trace: {what}; expected the .json or .json.gz that "
             "torch.profiler exports (events with ph, name, ts and dur)"
+        )
+    if not out.complete:  # metadata, instants, counters only: nothing ran while it recorded
+        kinds = sorted({str(e.get("ph"))[:8] for e in events if isinstance(e, dict) and "ph" in e})
+        raise UserError(
+            f"trace {path} holds no complete events (ph 'X': ops, kernels, steps), only ph {', '.join(kinds)}: "
+            "nothing was recorded to summarise; profile a step that runs (torch.profiler's schedule active)"
         )
     if out.complete and out.dropped.total == out.complete:
         raise UserError(

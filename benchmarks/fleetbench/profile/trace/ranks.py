@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.errors import UserError
+from fleetbench.fsutil import atomic_path
 from fleetbench.profile.trace.breakdown import DeviceBreakdown
 from fleetbench.profile.trace_summary import TraceSummary
 
@@ -186,10 +187,10 @@ def plot_ranks(comparison: RankComparison, title: str, path: Path) -> Path:
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-    except OSError as exc:
-        raise UserError(f"cannot write the chart {path} ({exc}); pass --out-dir to put it elsewhere") from None
+        with atomic_path(path, "trace chart") as tmp:  # a failed write leaves no half PNG and no .tmp
+            fig.savefig(tmp, format="png")
+    except UserError as exc:
+        raise UserError(f"{exc}; pass --out-dir to put it elsewhere") from None
     finally:
         plt.close(fig)
     return path
