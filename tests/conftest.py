@@ -31,7 +31,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 # Session fixtures that start something costly once per process: a test that uses one runs in the
 # worker that has it (pytest-xdist, `make pytest`), so each starts once per session, not per worker.
-DOCKER_FIXTURES = frozenset({"engine", "base_seconds", "images"})
+COLD_BUILD_FIXTURES = frozenset({"base_seconds", "images"})
 SERVICE_FIXTURES = frozenset({"stack", "prometheus", "demo_run"})
 
 
@@ -39,17 +39,20 @@ def worker_group(module: list[pytest.Item]) -> tuple[int, str]:
     """Where a test module's tests run under `--dist loadgroup`, and how early it is sent out.
 
     A whole module goes to one worker (its module fixtures, a training run several tests read, are
-    made once): all Docker modules to one, all modules on the Prometheus stack to one, any other
-    module on its own. The longest work goes first, so the other worker takes the many short modules
-    meanwhile: the Docker group, the stack's group, then modules with `slow` tests, then the rest.
+    made once): all modules on the session's cold image builds to one, all modules on the Prometheus
+    stack to one, any other module on its own. The longest work goes first, so that the other worker
+    takes the many short modules meanwhile: the cold-build group, other Docker modules (the CUDA
+    images build their own), the stack's group, then modules with `slow` tests, then the rest.
     """
     names = {name for item in module for name in item.fixturenames}
-    if names & DOCKER_FIXTURES or any(item.get_closest_marker("docker") for item in module):
-        return 0, "docker"
-    if names & SERVICE_FIXTURES:
-        return 1, "services"
     path = module[0].nodeid.split("::", 1)[0]
-    return (2 if any(item.get_closest_marker("slow") for item in module) else 3), path
+    if names & COLD_BUILD_FIXTURES:
+        return 0, "docker"
+    if any(item.get_closest_marker("docker") for item in module):
+        return 1, path
+    if names & SERVICE_FIXTURES:
+        return 2, "services"
+    return (3 if any(item.get_closest_marker("slow") for item in module) else 4), path
 
 
 def schedule_for_workers(items: list[pytest.Item]) -> None:
