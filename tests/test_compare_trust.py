@@ -379,3 +379,14 @@ def test_grafana_and_the_html_report_show_compares_own_verdicts(root: Path, stac
     )
     found = prometheus.wait_for(panels["Steps in the runs' history (fleetbench history)"].queries[0].expr, 30)
     assert [(s.labels["at_run"], s.labels["commit"]) for s in found] == [("r12", "c12")]
+
+
+def test_an_operation_that_fills_the_time_in_one_block_is_still_timed_in_enough_blocks() -> None:
+    from fleetbench.devices import resolve_device
+    from fleetbench.probe.compute import MIN_BLOCKS, time_op
+
+    calls = []
+    # 1 µs of asked-for time: one block holds it, as a loaded machine's would hold a probe's 0.05 s.
+    timed = time_op(lambda: calls.append(1), resolve_device("cpu"), 1e-6, 1)
+    assert len(timed.samples_s) >= MIN_BLOCKS >= 3 and timed.operations <= len(calls)
+    assert timed.median_s > 0 and min(timed.samples_s) <= timed.median_s <= max(timed.samples_s)
