@@ -35,6 +35,7 @@ __all__ = [
     "TEST_DATA_URL_ENV",
     "TORCH_FLAVOR_ENV",
     "TRAIN_ERROR_DIR_ENV",
+    "WHEELHOUSE_ENV",
     "unknown_variables",
     "warn_unknown_variables",
 ]
@@ -62,6 +63,7 @@ GRAFANA_ADMIN_PASSWORD_ENV = "FLEETBENCH_GRAFANA_ADMIN_PASSWORD"
 COMMAND_ENV = "FLEETBENCH_COMMAND"
 TEST_DATA_ENV = "FLEETBENCH_TEST_DATA"
 TEST_DATA_URL_ENV = "FLEETBENCH_TEST_DATA_URL"
+WHEELHOUSE_ENV = "FLEETBENCH_WHEELHOUSE"
 
 # name -> what it does (one line each); tests/test_cli_safety_net.py checks that every FLEETBENCH_*
 # name in the code, scripts, Makefile, containers and deploy is here.
@@ -87,6 +89,7 @@ KNOWN: dict[str, str] = {
     COMMAND_ENV: "the fleetbench command a Slurm job runs on each node (deploy/slurm; default: fleetbench)",
     TEST_DATA_ENV: "the test suite's folder of third-party data (tests/README.md); fleetbench itself ignores it",
     TEST_DATA_URL_ENV: "where scripts/test_data.py fetches that data from (default raw.githubusercontent.com)",
+    WHEELHOUSE_ENV: "where `make setup` keeps the llama-cpp-python wheel it builds once per CPU (default ~/.cache/fleetbench/wheels)",
 }
 
 log = logging.getLogger(__name__)

@@ -93,13 +93,16 @@ class Panel:
     sensor_only: bool = False
     # Data only once `fleetbench compare` or `history` pushed their findings (--pushgateway).
     pushed_by_compare: bool = False
+    # Data only once a job the demo does not run pushed it (`fleetbench edge llm`: minutes of exports).
+    outside_demo: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
 
     @property
     def may_be_empty(self) -> bool:
-        """Whether the panel has no data by nature: no GPU, no Slurm cluster, no sensor, no comparison pushed yet."""
-        return self.gpu_only or self.slurm_only or self.sensor_only or self.pushed_by_compare
+        """Whether the panel has no data by nature: no GPU, no Slurm cluster, no sensor, no comparison pushed
+        yet, or a job the demo does not run."""
+        return self.gpu_only or self.slurm_only or self.sensor_only or self.pushed_by_compare or self.outside_demo
 
 
 @dataclass(frozen=True)

@@ -225,6 +225,7 @@ llm = Row(
             unit_of("fleetbench_edge_llm_tokens_per_second"),
             "llama-bench's pp (the prompt as one batch) and tg (one token at a time) per runtime, dtype and load mode",
             width=5,
+            outside_demo=True,
             height=10,
         ),
         Panel(
@@ -241,6 +242,7 @@ llm = Row(
             unit_of("fleetbench_edge_llm_time_to_first_token_seconds"),
             "From the prompt to its first generated token",
             width=5,
+            outside_demo=True,
             height=10,
         ),
         Panel(
@@ -256,6 +258,7 @@ llm = Row(
             unit_of("fleetbench_edge_llm_load_seconds"),
             "The zero-copy claim as a number: loading the same file with mmap on and off",
             width=5,
+            outside_demo=True,
             height=10,
         ),
         Panel(
@@ -271,6 +274,7 @@ llm = Row(
             unit_of("fleetbench_edge_llm_rss_bytes"),
             "Resident memory of each runtime's own process, after the load and at its peak",
             width=5,
+            outside_demo=True,
             height=10,
         ),
         Panel(
@@ -291,6 +295,7 @@ llm = Row(
             "short",
             "1: logits within the dtype's tolerance and (f32) greedy tokens equal; the logit error beside it",
             width=4,
+            outside_demo=True,
             height=10,
         ),
     ),

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fleetbench import jsonio
 from fleetbench.config.edge import EdgeLlmConfig
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge.discipline import Watch
@@ -153,7 +154,7 @@ def _export_pte(model: Any, cfg: EdgeLlmConfig, folder: Path) -> Path:
 
 def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
     spec_path, out_path = scratch / "spec.json", scratch / "out.json"
-    spec_path.write_text(json.dumps(spec))
+    spec_path.write_text(jsonio.dumps(spec))
     out_path.unlink(missing_ok=True)
     done = subprocess.run(
         [sys.executable, "-m", "fleetbench.edge.llm.worker", str(spec_path), str(out_path)],
@@ -274,7 +275,7 @@ def _failures(rows: list[LlmRow]) -> list[str]:
 
 def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
     rows = [asdict(r) for r in outcome.rows]
-    (folder / "llm_results.json").write_text(json.dumps({"rows": rows, "skipped": outcome.skipped}, indent=1) + "\n")
+    (folder / "llm_results.json").write_text(jsonio.dumps({"rows": rows, "skipped": outcome.skipped}, indent=1) + "\n")
     ok = [r for r in outcome.rows if r.ok]
     if not plot or not ok:
         return None

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import mlx.core as mx
 import mlx.nn as nn
 
+from fleetbench import jsonio
 from fleetbench.train.plan import ModelShape
 from fleetbench.train.rope import rope_inverse_frequencies
 
@@ -116,7 +117,7 @@ def export_mlx(model: Llama, folder: Path, dtype: MlxType) -> Path:
         name: mx.array(t.detach().float().cpu().numpy()).astype(target) for name, t in model.state_dict().items()
     }
     mx.save_safetensors(str(folder / WEIGHTS_NAME), weights, metadata={"format": "mlx"})
-    (folder / CONFIG_NAME).write_text(json.dumps({"shape": asdict(model.shape), "dtype": dtype}, indent=1) + "\n")
+    (folder / CONFIG_NAME).write_text(jsonio.dumps({"shape": asdict(model.shape), "dtype": dtype}, indent=1) + "\n")
     return folder
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 import psutil
 
+from fleetbench import jsonio
+
 
 def _peak_rss() -> int:
     """This process's peak resident set: VmHWM (ru_maxrss survives exec on Linux: it would be the parent's)."""
@@ -112,7 +114,7 @@ def main(argv: list[str]) -> int:
         out: dict[str, Any] = {"ok": True, **measure(spec)}
     except Exception as exc:  # the parent reports it as this runtime's failure, in one line
         out = {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-    Path(argv[1]).write_text(json.dumps(out))
+    Path(argv[1]).write_text(jsonio.dumps(out))
     return 0
 
 
