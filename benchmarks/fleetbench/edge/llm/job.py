@@ -180,7 +180,8 @@ def _fill(row: LlmRow, out: dict[str, Any], reference: np.ndarray, greedy: list[
     row.samples = {"pp": out["pp_tokens_per_s"], "tg": out["tg_tokens_per_s"], "ttft": out["ttft_s"]}
     row.pp, row.ttft = _percentiles(row.samples["pp"]), _percentiles(row.samples["ttft"])
     row.tg = _percentiles(row.samples["tg"]) if row.samples["tg"] else {}
-    row.tries, row.cv = len(out["pp_tokens_per_s"]), out["cv"]
+    # One try has no spread: the worker writes that NaN as null (strict JSON), read back as NaN.
+    row.tries, row.cv = len(out["pp_tokens_per_s"]), float("nan") if out["cv"] is None else float(out["cv"])
     logits = np.load(logits_path)
     row.logit_error = float(np.abs(logits - reference).max() / np.abs(reference).max())
     decoded = len(out["greedy"])  # 1 where the runtime cannot decode: its first token only
