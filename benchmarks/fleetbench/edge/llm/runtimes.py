@@ -146,7 +146,7 @@ class MlxSession:
 
 class ExecuTorchSession:
     """ExecuTorch: a .pte of the model at the prompt's length (XNNPACK). torch.export fixes the shape and
-    the program has no key/value cache, so it prefills only; `decode` raises NotImplementedError.
+    the program has no key/value cache, so it prefills only (`decodes` is False); `decode` is refused.
     mmap: the runtime's file (mmap) data loader; else the bytes are read in and handed over as a buffer."""
 
     decodes = False
@@ -177,8 +177,8 @@ class ExecuTorchSession:
         return last
 
     def decode(self, token: int) -> np.ndarray:
-        """Not in a fixed-shape program without a cache."""
-        raise NotImplementedError("the .pte is exported at the prompt's length without a key/value cache")
+        """Not in a fixed-shape program without a cache: callers check `decodes` first, so this is a bug."""
+        raise RuntimeError("ExecuTorch session: decode called, but the .pte has no key/value cache (decodes is False)")
 
     def close(self) -> None:
         """See Session."""
