@@ -49,8 +49,8 @@ def _fifo(tmp: Path) -> None:
     os.mkfifo(tmp / "fifo.yml")
 
 
-def trace_event(rank: int) -> str:
-    """A small valid trace of one rank: one CPU op."""
+def trace_event(rank: object) -> str:
+    """A small trace of one rank (`rank` as distributedInfo writes it): one CPU op."""
     event = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5, "pid": 1, "tid": 1}
     return json.dumps({"distributedInfo": {"rank": rank}, "traceEvents": [event]})
 
@@ -264,6 +264,30 @@ TRACE_CASES = [
         summarize("{tmp}/a.json", "{tmp}/b.json", "--record", "--results-dir", "{tmp}/results"),
         "are both rank 3: --record takes one trace per rank",
         files={"a.json": trace_event(3), "b.json": trace_event(3)},
+    ),
+    BadInput(
+        "trace-rank-as-text",
+        summarize("{tmp}/rank-2.json"),
+        "distributedInfo.rank is 'two', not a rank; expected an integer from 0 to 1048575",
+        files={"rank-2.json": trace_event("two")},
+    ),
+    BadInput(
+        "trace-rank-negative",
+        summarize("{tmp}/rank-2.json"),
+        "distributedInfo.rank is -1, not a rank",
+        files={"rank-2.json": trace_event(-1)},
+    ),
+    BadInput(
+        "trace-rank-a-bool",
+        summarize("{tmp}/t.json"),
+        "distributedInfo.rank is True, not a rank",
+        files={"t.json": trace_event(True)},
+    ),
+    BadInput(
+        "trace-rank-huge",
+        summarize("{tmp}/t.json"),
+        "distributedInfo.rank is 1e+300, not a rank",
+        files={"t.json": trace_event(1e300)},
     ),
     BadInput("trace-top-zero", summarize("{tmp}/t.json", "--top", "0"), "argument --top: 0 is below 1"),
     BadInput("trace-top-negative", summarize("{tmp}/t.json", "--top", "-3"), "argument --top: -3 is below 1"),

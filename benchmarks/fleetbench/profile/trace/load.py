@@ -51,7 +51,7 @@ MAX_TIME_US = 1e18
 MIN_DUR_US = sys.float_info.min  # a non-zero duration below this is a denormal: no time either
 ID_TYPES = (str, int)  # what a correlation id, pid or tid can be; anything else is written as text
 TRACE_ACCEPTED = "pass a PyTorch profiler Chrome trace (.json or .json.gz)"
-MAX_RANK = 1 << 20  # a distributedInfo.rank beyond this (or below 0) is not a rank: the file name says it
+MAX_RANK = 1 << 20  # a distributedInfo.rank beyond this (or below 0) is damage, not a rank
 
 
 def is_collective(name: str) -> bool:
@@ -203,10 +203,21 @@ def _args(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def _rank(data: dict[str, Any], path: Path) -> int:
+    """The trace's rank: distributedInfo.rank where the trace has one, else the file name's, else 0.
+
+    Raises UserError when distributedInfo.rank is there but no rank: taking the file name's instead
+    would put one rank's figures under another's without a word.
+    """
     info = data.get("distributedInfo")
-    rank = info.get("rank") if isinstance(info, dict) else None
-    if type(rank) is int and 0 <= rank < MAX_RANK:
-        return rank
+    if isinstance(info, dict) and "rank" in info:
+        rank = info["rank"]
+        if type(rank) is int and 0 <= rank < MAX_RANK:  # exact type: a bool is no rank
+            return rank
+        shown = repr(rank) if len(repr(rank)) <= 40 else repr(rank)[:37] + "..."
+        raise UserError(
+            f"trace {path}: distributedInfo.rank is {shown}, not a rank; "
+            f"expected an integer from 0 to {MAX_RANK - 1} (as torch.distributed writes it)"
+        )
     match = RANK_IN_NAME.search(path.name)
     return int(match.group(1)) if match else 0
 
