@@ -194,7 +194,7 @@ def test_bad_submits_are_one_line_and_leave_nothing_queued(slurm_cluster: SlurmC
     hosts["all"]["hosts"]["node1"]["ansible_port"] = free_port()  # nothing listens there
     (unreachable / "hosts.yml").write_text(yaml.safe_dump(hosts))
     cases = [
-        (["--nodes", "0"], "--nodes 0 is not accepted; use 1 or more"),
+        (["--nodes", "0"], "--nodes 0 is not accepted; use 1-4294967293"),
         (["--nodes", "3"], "--nodes 3 is more than partition batch has (2: node2, node3); accepted: 1-2"),
         (["--preset", "nope"], "--preset 'nope' is not accepted; accepted: tiny"),
     ]

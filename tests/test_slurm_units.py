@@ -225,7 +225,7 @@ def _unreachable_inventory(folder: Path) -> Path:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["submit", "--nodes", "0"], "--nodes 0 is not accepted; use 1 or more"),
+        (["submit", "--nodes", "0"], "--nodes 0 is not accepted; use 1-4294967293"),
         (["submit", "--preset", "nope"], "--preset 'nope' is not accepted; accepted: tiny"),
         (["submit", "--steps", "-3"], "--steps -3 is not accepted"),
         (["status", "x1"], "job id 'x1' is not accepted"),

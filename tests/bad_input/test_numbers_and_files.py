@@ -370,6 +370,12 @@ SLURM_CASES = [
     BadInput("slurm-submit-partition-spaces", slurm("submit", "--partition", "gpu nodes"), "--partition 'gpu nodes' is not accepted"),
     BadInput("slurm-submit-gpus-negative", slurm("submit", "--gpus-per-node", "-1"), "--gpus-per-node -1 is not accepted"),
     BadInput("slurm-submit-checkpoint-negative", slurm("submit", "--checkpoint-every", "-2"), "--checkpoint-every -2 is not accepted"),
+    BadInput("slurm-submit-nodes-beyond-32-bits", slurm("submit", "--nodes", "4294967294"), "--nodes 4294967294 is not accepted; use 1-4294967293"),
+    BadInput("slurm-submit-nodes-5000-digits", slurm("submit", "--nodes", "9" * 4000), "--nodes 99999999999999999999... (4000 digits) is not accepted"),
+    BadInput("slurm-submit-gpus-beyond-16-bits", slurm("submit", "--gpus-per-node", "65534"), "--gpus-per-node 65534 is not accepted; use 0-65533 (0: CPU, gloo)"),
+    BadInput("slurm-submit-cpus-beyond-16-bits", slurm("submit", "--cpus-per-task", "70000"), "--cpus-per-task 70000 is not accepted; use 1-65533"),
+    BadInput("slurm-submit-steps-beyond-trainer", slurm("submit", "--steps", "10000001"), "--steps 10000001 is not accepted; use 1-10000000"),
+    BadInput("slurm-submit-checkpoint-beyond-steps", slurm("submit", "--checkpoint-every", "20000000"), "--checkpoint-every 20000000 is not accepted; use 0-10000000 (0: none)"),
     BadInput("slurm-submit-time-hours", slurm("submit", "--time", "2h"), "--time '2h' is not accepted; accepted: Slurm's MINUTES"),
 ]  # fmt: skip
 

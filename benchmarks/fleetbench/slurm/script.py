@@ -20,6 +20,11 @@ TEMPLATE = Path("slurm") / "fleetbench-train.sbatch"  # under deploy/
 JOB_NAME = "fleetbench-train"
 SETTING = re.compile(r"^(?P<name>[A-Z_]+)=\$\{(?P=name):-[^}]*\}$")
 TIME_LIMIT = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
+# Slurm keeps node counts in 32 bits and CPUs per task in 16, its top two values meaning "unset" and
+# "unlimited"; the trainer takes at most 10,000,000 steps (config/train.py).
+MAX_NODES = 0xFFFF_FFFD
+MAX_PER_NODE = 0xFFFD
+MAX_STEPS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -40,18 +45,14 @@ class JobRequest:
         """Refuse what Slurm or the trainer would refuse later, in one line naming the option."""
         from fleetbench.config.train import PRESETS
 
-        if self.nodes < 1:
-            raise UserError(f"--nodes {self.nodes} is not accepted; use 1 or more")
-        if self.gpus_per_node < 0:
-            raise UserError(f"--gpus-per-node {self.gpus_per_node} is not accepted; use 0 (CPU, gloo) or more")
+        _in_range("--nodes", self.nodes, 1, MAX_NODES)
+        _in_range("--gpus-per-node", self.gpus_per_node, 0, MAX_PER_NODE, " (0: CPU, gloo)")
         if self.preset not in PRESETS:
             raise UserError(f"--preset {self.preset!r} is not accepted; accepted: {', '.join(PRESETS)}")
-        if self.steps < 1:
-            raise UserError(f"--steps {self.steps} is not accepted; use 1 or more")
-        if self.checkpoint_every < 0:
-            raise UserError(f"--checkpoint-every {self.checkpoint_every} is not accepted; use 0 (none) or more")
-        if self.cpus_per_task is not None and self.cpus_per_task < 1:
-            raise UserError(f"--cpus-per-task {self.cpus_per_task} is not accepted; use 1 or more")
+        _in_range("--steps", self.steps, 1, MAX_STEPS)
+        _in_range("--checkpoint-every", self.checkpoint_every, 0, MAX_STEPS, " (0: none)")
+        if self.cpus_per_task is not None:
+            _in_range("--cpus-per-task", self.cpus_per_task, 1, MAX_PER_NODE)
         if self.time_limit is not None and not TIME_LIMIT.match(self.time_limit):
             raise UserError(
                 f"--time {self.time_limit!r} is not accepted; accepted: Slurm's MINUTES, HH:MM:SS, D-HH:MM:SS or UNLIMITED"
@@ -106,3 +107,9 @@ def render(template: str, request: JobRequest, results_dir: str) -> str:
 def batch_output(results_dir: str, job_id: int) -> str:
     """Where Slurm writes the batch script's own output of a job rendered by `render`."""
     return f"{results_dir}/slurm-logs/slurm-{job_id}.out"
+
+
+def _in_range(option: str, value: int, low: int, high: int, note: str = "") -> None:
+    if not low <= value <= high:
+        shown = str(value) if len(str(value)) <= 24 else f"{str(value)[:20]}... ({len(str(value))} digits)"
+        raise UserError(f"{option} {shown} is not accepted; use {low}-{high}{note}")
