@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import struct
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +38,7 @@ RTX5090_GEMM = DATA / "ncu-csv" / "rtx5090_details_cutlass_bf16_gemm_narrow_metr
 # The source program of the A100/V100 exports multiplies two 20480 x 20480 matrices (its README and
 # printed output); every GEMM launch is therefore 2 * 20480^3 FLOPs.
 GEMM_FLOPS = 2 * 20480**3
+MEMORY_SOL_METRIC = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"
 
 ncu_report = pytest.importorskip("ncu_report")
 
@@ -89,6 +91,34 @@ def test_a_csv_whose_values_are_nan_is_not_measured_not_unknown(tmp_path: Path) 
     kernel = summarize_path(damaged).kernels[0]
     assert kernel.cls == "not_measured"
     assert "duration" in kernel.reason and "compute SOL" in kernel.reason
+
+
+@pytest.mark.parametrize(
+    ("metric", "figure", "said"),
+    [
+        (MEMORY_SOL_METRIC, math.inf, "is inf, beyond 1000 %"),
+        (MEMORY_SOL_METRIC, 5000.0, "is 5000, beyond 1000 %"),
+        ("gpu__time_duration.sum", 1e300, "is 1e+300, beyond 1e+30 in its base unit"),
+    ],
+)
+def test_a_report_figure_past_any_measurement_is_left_out_with_a_warning(
+    tmp_path: Path, metric: str, figure: float, said: str
+) -> None:
+    # a real report with one launch's figure overwritten where the file stores it (protobuf keeps a double
+    # as its 8 little-endian bytes), as damage would leave it
+    source = DATA / "ncu-rep" / "t4_matrix_addition2d.ncu-rep"
+    stored = _action(source, 0).metric_by_name(metric).as_double()
+    damaged = tmp_path / "t4_damaged.ncu-rep"
+    damaged.write_bytes(source.read_bytes().replace(struct.pack("<d", stored), struct.pack("<d", figure)))
+    assert _action(damaged, 0).metric_by_name(metric).as_double() == figure  # ncu_report reads the damage
+    report = read_report(damaged)
+    assert metric not in report.kernels[0].metrics
+    assert any(metric in note and said in note and "left out" in note for note in report.notes), report.notes
+    kernel = summarize_path(damaged).kernels[0]
+    if metric == MEMORY_SOL_METRIC:
+        assert kernel.memory_sol is None
+    else:  # the duration comes again from the launch's cycles and clock, never from the damaged figure
+        assert kernel.duration_s == pytest.approx(stored * 1e-9, rel=0.01)
 
 
 # --- narrow metric sets ------------------------------------------------------------------------------

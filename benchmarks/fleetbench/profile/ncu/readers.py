@@ -45,6 +45,8 @@ from fleetbench.profile.ncu.console import looks_like_console, parse_console
 from fleetbench.profile.ncu.model import (
     BREAKDOWN,
     COMPUTE_SOL,
+    MAX_FIGURE,
+    MAX_PERCENT,
     MEMORY_SOL,
     WANTED,
     KernelResult,
@@ -152,6 +154,7 @@ def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult
     kernels: list[KernelResult] = []
     damaged: list[str] = []
     negative: list[str] = []
+    out_of_range: list[str] = []
     for range_index in range(context.num_ranges()):
         profiled_range = context.range_by_idx(range_index)
         for action_index in range(profiled_range.num_actions()):
@@ -166,7 +169,7 @@ def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult
             kernel_name = _text(str(raw))
             if kernel_name != raw:
                 damaged.append(f"warning: report {name} is damaged: the name of launch {launch} is not valid text")
-            metrics = _rep_metrics(action, launch, name, negative)
+            metrics = _rep_metrics(action, launch, name, negative, out_of_range)
             display = metrics.get("device__attribute_display_name")
             kernels.append(
                 KernelResult(
@@ -181,6 +184,7 @@ def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult
             )
     capped(notes, damaged)
     capped(notes, negative)
+    capped(notes, out_of_range)
     return kernels
 
 
@@ -195,7 +199,10 @@ def _text_rule(rule: RuleResult) -> RuleResult:
     return rule if clean == texts else replace(rule, rule=clean[0], section=clean[1], title=clean[2], message=clean[3])
 
 
-def _rep_metrics(action: Any, launch: str, name: str, negative: list[str]) -> dict[str, Value]:
+def _rep_metrics(action: Any, launch: str, name: str, negative: list[str], out_of_range: list[str]) -> dict[str, Value]:
+    """The WANTED metrics of one launch. NaN stays (ncu's "tried and failed to measure"); a negative figure,
+    an infinite one or one past what any counter or percentage of peak reaches (the limits of the text
+    readers) is damage and is left out with a warning."""
     metrics: dict[str, Value] = {}
     for metric_name in WANTED:
         metric = action.metric_by_name(metric_name)
@@ -206,9 +213,26 @@ def _rep_metrics(action: Any, launch: str, name: str, negative: list[str]) -> di
             negative.append(
                 f"warning: report {name}: {metric_name} of launch {launch} is {value:g}, negative; left out"
             )
-        elif value is not None:
+            continue
+        if isinstance(value, float) and not math.isnan(value):
+            percent = _rep_unit(metric) == "%"
+            if value > (MAX_PERCENT if percent else MAX_FIGURE):
+                limit = f"{MAX_PERCENT:.0f} %" if percent else f"{MAX_FIGURE:.0e} in its base unit"
+                out_of_range.append(
+                    f"warning: report {name}: {metric_name} of launch {launch} is {value:g}, "
+                    f"beyond {limit} (no measurement); left out"
+                )
+                continue
+        if value is not None:
             metrics[metric_name] = value
     return metrics
+
+
+def _rep_unit(metric: Any) -> str:
+    try:
+        return str(metric.unit() or "").strip()
+    except Exception:  # a damaged report's unit: the wider limit then holds
+        return ""
 
 
 def _memory_side(metrics: dict[str, Value]) -> bool:
