@@ -18,35 +18,47 @@ from fleetbench.images.specs import IMAGES, Wheels, resolve_build_order
 from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, pins, platform_args, requirement_sets
 
 # The images of `fleetbench images` (containers/ also holds other jobs' Dockerfiles, e.g. the
-# deploy test cluster's node image; `make lint` runs hadolint on all of them).
-DOCKERFILES = sorted(REPO / spec.dockerfile for spec in IMAGES.values())
+# deploy test cluster's node image; `make lint` runs hadolint on all of them). trainer and edge-vulkan
+# are two targets of one file.
+DOCKERFILES = sorted({REPO / spec.dockerfile for spec in IMAGES.values()})
 
 
-def test_every_image_has_its_dockerfile() -> None:
+def test_every_image_has_its_dockerfile_and_stage() -> None:
     assert all(path.is_file() for path in DOCKERFILES)
+    for spec in IMAGES.values():
+        if spec.target is not None:
+            assert _stage(spec.name), f"{spec.dockerfile} has no stage {spec.target}"
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO / "containers")))
-def test_dockerfile_conventions(dockerfile: Path) -> None:
+def _stage(name: str) -> str:
+    """The text an image's build ends with: its target stage (FROM ... AS target to the next FROM), else the file."""
+    spec = IMAGES[name]
+    text = (REPO / spec.dockerfile).read_text()
+    if spec.target is None:
+        return text
+    found = re.search(rf"^FROM\s+\S+\s+AS\s+{re.escape(spec.target)}\s*$(.*?)(?=^FROM\s|\Z)", text, re.M | re.S)
+    return found.group(0) if found else ""
+
+
+@pytest.mark.parametrize("name", sorted(IMAGES))
+def test_dockerfile_conventions(name: str) -> None:
     """Base as a build argument, a numeric non-root user, the four OCI labels, labels last."""
-    text = dockerfile.read_text()
-    first_from = re.search(r"^FROM\s+(\S+)", text, flags=re.MULTILINE)
+    spec = IMAGES[name]
+    first_from = re.search(r"^FROM\s+(\S+)", (REPO / spec.dockerfile).read_text(), flags=re.MULTILINE)
     assert first_from and first_from.group(1) in {"${BASE_IMAGE}", "${PARENT_IMAGE}"}
+    text = _stage(name)
     users = re.findall(r"^USER\s+(\S+)", text, flags=re.MULTILINE)
-    if IMAGES[_name_of(dockerfile)].root_reason is None:
+    if spec.root_reason is None:
         assert users and re.fullmatch(r"[1-9]\d*(:\d+)?", users[-1]), f"last USER must be numeric non-root: {users}"
     for key in ("source", "revision", "version", "created"):
         assert f'org.opencontainers.image.{key}="${{{key.upper()}}}"' in text
+    assert f'org.opencontainers.image.title="fleetbench-{name}"' in text
     instructions = re.findall(r"^([A-Z]+)\s", text, flags=re.MULTILINE)
     # Everything after the label arguments is config only: a new revision never invalidates a layer.
     tail = instructions[instructions.index("ARG", len(instructions) - 7) :]
     assert set(tail) <= {"ARG", "ENV", "LABEL"}, tail
-    if IMAGES[_name_of(dockerfile)].service:
+    if spec.service:
         assert "HEALTHCHECK" in instructions
-
-
-def _name_of(dockerfile: Path) -> str:
-    return next(name for name, spec in IMAGES.items() if REPO / spec.dockerfile == dockerfile)
 
 
 def test_hadolint_is_clean_on_every_image_dockerfile() -> None:
@@ -57,14 +69,17 @@ def test_hadolint_is_clean_on_every_image_dockerfile() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_trainer_and_edge_share_their_dependency_stages() -> None:
-    """Byte-identical runtime and deps stages: the edge image reuses the trainer's ~1 GB Python layer."""
-
-    def stages(path: str) -> str:
-        text = (REPO / path).read_text()
-        return text[text.index("# ---- runtime:") : text.index("# ---- the image:")]
-
-    assert stages("containers/trainer/Dockerfile") == stages("containers/edge-vulkan/Dockerfile")
+def test_trainer_and_edge_are_built_from_one_dependency_stage() -> None:
+    """One file, both targets FROM its `deps` stage: the edge image reuses the trainer's ~1 GB Python layer
+    (test_images.py sees the shared layers in real builds)."""
+    trainer, edge = IMAGES["trainer"], IMAGES["edge-vulkan"]
+    assert trainer.dockerfile == edge.dockerfile
+    text = (REPO / trainer.dockerfile).read_text()
+    assert len(re.findall(r"^FROM\s.*\bAS deps$", text, flags=re.MULTILINE)) == 1
+    for name in ("trainer", "edge-vulkan"):
+        assert _stage(name).startswith(f"FROM deps AS {name}\n")
+    # the legacy builder builds every stage before the target: the trainer's comes first, so it builds alone
+    assert text.index("AS trainer\n") < text.index("AS edge-vulkan\n")
 
 
 def test_grafana_image_puts_dashboards_where_provisioning_looks() -> None:
@@ -88,7 +103,7 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         "benchmarks/fleetbench/__init__.py",
         "benchmarks/fleetbench/__pycache__/x.cpython-311.pyc",
         "mobile/kernels/copy.wgsl",
-        "containers/trainer/Dockerfile",
+        "containers/python/Dockerfile",
         ".venv/bin/python",
         ".git/HEAD",
         "results/run/records.jsonl",
@@ -105,7 +120,7 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text("x")
     (root / ".dockerignore").write_text((REPO / ".dockerignore").read_text())
-    with context_archive(root, "containers/trainer/Dockerfile", "py311-cpu") as archive:
+    with context_archive(root, "containers/python/Dockerfile", "py311-cpu") as archive:
         names = _files(archive)
     assert names == {
         ".dockerignore",
@@ -113,12 +128,12 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         "README.md",
         "benchmarks/fleetbench/__init__.py",
         "mobile/kernels/copy.wgsl",
-        "containers/trainer/Dockerfile",
+        "containers/python/Dockerfile",
         f"{WHEELHOUSE_DIR}/py311-cpu/requirements.txt",
         f"{WHEELHOUSE_DIR}/py311-cpu/wheelhouse.json",
         f"{WHEELHOUSE_DIR}/py311-cpu/profiler/ncu_report.whl",
     }
-    with context_archive(root, "containers/trainer/Dockerfile", None, {"benchmarks/x.py": "y = 1\n"}) as archive:
+    with context_archive(root, "containers/python/Dockerfile", None, {"benchmarks/x.py": "y = 1\n"}) as archive:
         names = _files(archive)
     assert "benchmarks/x.py" in names and not any(n.startswith(WHEELHOUSE_DIR) for n in names)
 
@@ -164,7 +179,7 @@ BAD = {
     ),
     "context without the Dockerfile": (
         ["images", "build", "trainer", "--variant", "cpu", "--context", "{tmp}"],
-        "has no containers/trainer/Dockerfile; pass the repository root",
+        "has no containers/python/Dockerfile; pass the repository root",
     ),
     "load from a missing file": (["images", "load", "-i", "{tmp}/none.tar"], "no such file"),
     "bad base python": (["images", "build", "trainer", "--base-python", "3"], "--base-python '3' is not accepted"),

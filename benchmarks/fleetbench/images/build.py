@@ -321,6 +321,7 @@ def _build_one(
                 fileobj=archive,
                 custom_context=True,
                 dockerfile=job.spec.dockerfile,
+                target=job.spec.target,
                 tag=tag,
                 buildargs=job.buildargs,
                 network_mode="host",

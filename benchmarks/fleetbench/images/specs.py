@@ -52,7 +52,7 @@ class ImageSpec:
     name: str
     summary: str
     dockerfile: str  # relative to the build context (the repository root)
-    upstream_base: str  # BASE_IMAGE default of the Dockerfile (variant cuda)
+    upstream_base: str  # the BASE_IMAGE of variant cuda where it is not on the local base (a pinned upstream tag)
     variants: tuple[str, ...]
     wheels: dict[str, Wheels] = field(default_factory=dict)  # variant -> wheelhouse; empty: no Python deps
     extras: tuple[str, ...] = ()  # pyproject extras (and containers/<name>/requirements.txt) it installs
@@ -65,6 +65,7 @@ class ImageSpec:
     root_reason: str | None = None  # why the image runs as root (the rest run as a non-root user)
     size_budget_mb: dict[str, int] = field(default_factory=dict)  # variant -> budget (docs: containers/README.md)
     local_base_variants: tuple[str, ...] = ("cpu",)  # variants built on the local offline base by default
+    target: str | None = None  # the Dockerfile's stage to build where the file holds several images
 
     def tag_suffix(self, variant: str) -> str:
         """The tag suffix of `variant`: none for cuda, `-cpu` for cpu."""
@@ -79,6 +80,8 @@ _CPU311 = Wheels("3.11", "cpu")
 _CUDA311 = Wheels("3.11", "cuda")
 # torch's CUDA build: measured 6438 MB, of which the nvidia-* wheels 3363 MB (containers/README.md).
 CUDA_TRAINER_BUDGET_MB = 7000
+# trainer and edge-vulkan are two targets of one Dockerfile: one runtime and dependency stage for both
+PYTHON_DOCKERFILE = "containers/python/Dockerfile"
 
 IMAGES: dict[str, ImageSpec] = {
     spec.name: spec
@@ -86,7 +89,8 @@ IMAGES: dict[str, ImageSpec] = {
         ImageSpec(
             name="trainer",
             summary="the suite with torch (NCCL on CUDA); entrypoint: `fleetbench train` (torchrun launch)",
-            dockerfile="containers/trainer/Dockerfile",
+            dockerfile=PYTHON_DOCKERFILE,
+            target="trainer",
             upstream_base=CUDA_BASE,
             variants=("cuda", "cpu"),
             wheels={"cuda": _CUDA311, "cpu": _CPU311},
@@ -112,7 +116,8 @@ IMAGES: dict[str, ImageSpec] = {
         ImageSpec(
             name="edge-vulkan",
             summary="the edge runner (wgpu) with the Vulkan loader, Mesa (lavapipe fallback) and glslc",
-            dockerfile="containers/edge-vulkan/Dockerfile",
+            dockerfile=PYTHON_DOCKERFILE,
+            target="edge-vulkan",
             upstream_base=DEBIAN_BASE,
             variants=("cuda", "cpu"),
             wheels={"cuda": _CPU311, "cpu": _CPU311},

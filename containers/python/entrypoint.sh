@@ -1,5 +1,5 @@
 #!/bin/sh
-# Entrypoint of the trainer and profiler images.
+# Entrypoint of the trainer, profiler and edge-vulkan images.
 #   (no arguments), --flags, or train [--flags]
 #                                 -> the FSDP2 trainer's launcher (`python -m fleetbench train`, which is
 #                                    `fleetbench train`): it starts the ranks through torchrun
