@@ -214,7 +214,8 @@ def _rep_metrics(action: Any, launch: str, name: str, negative: list[str], out_o
                 f"warning: report {name}: {metric_name} of launch {launch} is {value:g}, negative; left out"
             )
             continue
-        if isinstance(value, float) and not math.isnan(value):
+        # the unit is asked only past the lower limit: most figures are below it, and asking costs a call
+        if isinstance(value, float) and value > MAX_PERCENT:
             percent = _rep_unit(metric) == "%"
             if value > (MAX_PERCENT if percent else MAX_FIGURE):
                 limit = f"{MAX_PERCENT:.0f} %" if percent else f"{MAX_FIGURE:.0e} in its base unit"
