@@ -88,3 +88,6 @@ llama_cpp_wheel() {
 
 install_system_packages
 setup_venv
+# The package's bytecode, kept current (an editable install has none): where PYTHONDONTWRITEBYTECODE is
+# set, every CLI call and every rank torchrun starts would otherwise compile the sources again.
+"$VENV/bin/python" -m compileall -q benchmarks/fleetbench
