@@ -22,6 +22,7 @@ import shutil
 import stat
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,13 +30,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from fleetbench.config.edge import EdgeConfig
 from fleetbench.edge import thermal
-from fleetbench.edge.thermal import CooldownRule, ThermalState, cool_down, read_state, throttling_between
+from fleetbench.edge.discipline import Watch
+from fleetbench.edge.thermal import (
+    CooldownRule,
+    ThermalState,
+    clock_drops,
+    cool_down,
+    read_state,
+    throttling_between,
+)
 from fleetbench.edge.thermal_parse import (
     ThermalParseError,
     parse_dumpsys_thermalservice,
     parse_nvidia_smi_csv,
     parse_pmset_therm,
+    parse_powermetrics,
     parse_tegrastats,
 )
 from testdata import get_test_data_dir
@@ -220,6 +231,77 @@ def test_pmset_therm_speed_limits() -> None:
         parse_pmset_therm("pmset: unknown option therm\n")
 
 
+# `powermetrics --samplers thermal,cpu_power,gpu_power -n 1` in its documented layout (one "*** Sampled
+# system activity" block per sample; the smc sampler's die temperatures only on Intel Macs). Figures ours.
+POWERMETRICS_APPLE = """Machine model: Mac14,2
+OS version: 24A335
+
+*** Sampled system activity (Mon Dec  1 10:00:00 2026 +0000) (101.20ms elapsed) ***
+
+**** Processor usage ****
+
+E-Cluster HW active frequency: 1310 MHz
+P-Cluster HW active frequency: 3204 MHz
+
+**** GPU usage ****
+
+GPU HW active frequency: 1398 MHz
+
+**** Thermal pressure ****
+
+Current pressure level: Nominal
+
+*** Sampled system activity (Mon Dec  1 10:00:01 2026 +0000) (100.80ms elapsed) ***
+
+**** Processor usage ****
+
+E-Cluster HW active frequency: 1020 MHz
+P-Cluster HW active frequency: 2424 MHz
+
+**** GPU usage ****
+
+GPU HW active frequency: 912 MHz
+
+**** Thermal pressure ****
+
+Current pressure level: {level}
+"""
+POWERMETRICS_INTEL_SMC = "**** SMC sensors ****\n\nCPU die temperature: 71.25 C\nGPU die temperature: 64.50 C\n"
+
+
+def test_powermetrics_pressure_clocks_and_die_temperatures() -> None:
+    sensors, throttles = parse_powermetrics(POWERMETRICS_APPLE.format(level="Nominal"))
+    assert sensors == []  # Apple silicon prints no temperature
+    assert {t.name: (t.value, t.active) for t in throttles} == {  # the last sample wins
+        "thermal_pressure": ("Nominal", False),
+        "e-cluster_clock_mhz": ("1020", False),
+        "p-cluster_clock_mhz": ("2424", False),
+        "gpu_clock_mhz": ("912", False),
+    }
+    _, heavy = parse_powermetrics(POWERMETRICS_APPLE.format(level="Heavy"))
+    assert [(t.name, t.value) for t in heavy if t.active] == [("thermal_pressure", "Heavy")]
+    sensors, _ = parse_powermetrics(POWERMETRICS_INTEL_SMC)
+    assert [(s.name, s.celsius) for s in sensors] == [("CPU die", 71.25), ("GPU die", 64.5)]
+    with pytest.raises(ThermalParseError, match="no 'Current pressure level:'"):
+        parse_powermetrics("powermetrics: unrecognized sampler: smc\n")
+
+
+def test_powermetrics_without_root_is_named_with_its_own_words(tool_path: Path) -> None:
+    put_on_path(tool_path, "powermetrics", "echo 'powermetrics must be invoked as the superuser' >&2\nexit 1\n")
+    state = read_state(["powermetrics"])
+    assert state.absent == {
+        "powermetrics": "powermetrics --samplers thermal,cpu_power,gpu_power -n 1 -i 100 failed: "
+        "powermetrics must be invoked as the superuser"
+    }
+
+
+def test_powermetrics_on_path_gives_the_pressure_level(tool_path: Path, tmp_path: Path) -> None:
+    (tmp_path / "pm.txt").write_text(POWERMETRICS_APPLE.format(level="Moderate"))
+    put_on_path(tool_path, "powermetrics", f'[ "$1" = --samplers ] || exit 9\ncat "{tmp_path / "pm.txt"}"\n')
+    state = read_state(["powermetrics"])
+    assert [f"{t.key}={t.value}" for t in state.active_throttles()] == ["powermetrics/thermal_pressure=Moderate"]
+
+
 # --- the tools found on PATH ---------------------------------------------------------------------------
 
 
@@ -239,8 +321,9 @@ def tool_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_absent_tools_are_named(tool_path: Path) -> None:
-    state = read_state(["nvidia-smi", "adb", "pmset", "tegrastats"])
-    assert state.absent == {tool: f"{tool} not on PATH" for tool in ("nvidia-smi", "adb", "pmset", "tegrastats")}
+    tools = ("nvidia-smi", "adb", "pmset", "powermetrics", "tegrastats")
+    state = read_state(list(tools))
+    assert state.absent == {tool: f"{tool} not on PATH" for tool in tools}
     assert state.sensors == [] and state.throttles == []
 
 
@@ -280,6 +363,58 @@ def test_throttling_is_reported_from_either_side_of_a_measurement(tmp_path: Path
     after = read_state(["thermal_zone"], tmp_path)
     assert throttling_between(before, before) == []
     assert throttling_between(before, after) == ["thermal_zone/cooling_device0=120 (pwm-fan state 120 of 255, after)"]
+
+
+def nvidia_rows() -> tuple[str, list[str]]:
+    """The real nvidia-smi log's header line and its sample lines, in the order it was taken."""
+    lines = capture(NVIDIA).splitlines()
+    return lines[0], [line for line in lines[1:] if line.strip()]
+
+
+@pytest.mark.realdata
+def test_the_clock_drop_rule_on_a_real_log_flags_what_nvml_called_a_power_cap_and_no_idle_sample() -> None:
+    header, samples = nvidia_rows()
+    columns = [c.split(" [")[0] for c in next(csv.reader([header], skipinitialspace=True))]
+    peaks: dict[str, float] = {}
+    flagged, idle_flagged, nvml_slowed = 0, 0, 0
+    for line in samples:
+        row = dict(zip(columns, next(csv.reader([line], skipinitialspace=True)), strict=True))
+        reasons = int(row["clocks_event_reasons.active"], 16)
+        idle = bool(reasons & 0x1) or row["utilization.gpu"] == "0 %"
+        sensors, throttles = parse_nvidia_smi_csv(header + "\n" + line + "\n")
+        drops = clock_drops(ThermalState(sensors, throttles), peaks)
+        flagged += bool(drops)
+        idle_flagged += bool(drops) and idle
+        nvml_slowed += bool(drops) and bool(reasons & 0x4)  # sw_power_cap
+        assert all("clock drop" in d and "fell to 1785 MHz from 1980 MHz" in d for d in drops), drops
+    # the busy samples under the power cap ran at 1785 MHz after the GPU had reached 1980 (-10 %): the rule
+    # sees them from the clock alone, and NVML's reasons say the same; an idle GPU's low clock is no drop
+    assert flagged == 9 and nvml_slowed == 9 and idle_flagged == 0
+
+
+@pytest.mark.realdata
+def test_a_measurement_whose_clock_fell_is_throttled_though_no_reason_was_set(tool_path: Path, tmp_path: Path) -> None:
+    header, samples = nvidia_rows()
+    busy_full = next(line for line in samples if "1980 MHz, 2619" in line and ", 100 %," in line)
+    capped = next(line for line in samples if ", 0x0000000000000004," in line and ", 100 %," in line)
+    # the capped sample with its reasons cleared: only its clock says it was slowed
+    quiet_capped = capped.replace(", 0x0000000000000004,", ", 0x0000000000000000,")
+    current = tmp_path / "current.csv"
+    current.write_text(header + "\n" + busy_full + "\n")
+    put_on_path(tool_path, "nvidia-smi", f'cat "{current}"\n')
+
+    def measure_then_read(line: str) -> Callable[[], None]:
+        # what the GPU reports right after this measurement's tries
+        return lambda: current.write_text(header + "\n" + line + "\n") and None
+
+    cfg = EdgeConfig(thermal_sources=["nvidia-smi"], cooldown_s=0.01, cooldown_timeout_s=0)
+    watch = Watch.start(cfg)
+    _, first = watch.around(measure_then_read(busy_full))
+    _, second = watch.around(measure_then_read(quiet_capped))
+    assert first.throttled is False and first.throttle_reasons == []
+    assert second.throttled is True
+    assert any("sm_clock_mhz fell to 1785 MHz from 1980 MHz" in r for r in second.throttle_reasons)
+    assert any("clock drop" in w for w in second.warnings)
 
 
 def test_cooldown_waits_until_the_temperature_file_is_back_near_idle(tmp_path: Path) -> None:
@@ -338,7 +473,7 @@ def test_without_sensors_the_cooldown_is_the_fixed_minimum_and_says_so() -> None
 
 # --- damaged captures: a clean answer or a clean refusal -------------------------------------------------
 
-PARSERS = [parse_nvidia_smi_csv, parse_dumpsys_thermalservice, parse_pmset_therm, parse_tegrastats]
+PARSERS = [parse_nvidia_smi_csv, parse_dumpsys_thermalservice, parse_pmset_therm, parse_powermetrics, parse_tegrastats]
 
 
 def parses_or_refuses(parse: thermal.Parser, text: str) -> None:

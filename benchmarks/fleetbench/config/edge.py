@@ -40,7 +40,7 @@ EdgeKernel = Literal[
 ]
 EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)
 # Where the thermal state comes from (fleetbench.edge.thermal): sysfs classes and device tools.
-ThermalSource = Literal["thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "tegrastats"]
+ThermalSource = Literal["thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "powermetrics", "tegrastats"]
 THERMAL_SOURCES: tuple[str, ...] = get_args(ThermalSource)
 EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
 
@@ -134,7 +134,7 @@ class EdgeConfig(StrictModel):
     )
     cooldown_poll_s: float = Field(default=0.5, gt=0, le=60, description="seconds between readings while waiting")
     thermal_sources: list[ThermalSource] = Field(
-        default_factory=lambda: list(get_args(ThermalSource)), max_length=6, description="[]: no thermal reading"
+        default_factory=lambda: list(get_args(ThermalSource)), max_length=7, description="[]: no thermal reading"
     )
     thermal_root: Path = Field(default=Path("/"), description="the folder /sys/class/{thermal,hwmon} are read under")
     cpu_affinity: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(

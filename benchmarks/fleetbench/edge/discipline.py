@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from fleetbench.config.schema import EdgeConfig
-from fleetbench.edge.thermal import Cooldown, CooldownRule, ThermalState, cool_down, read_state, throttling_between
+from fleetbench.edge.thermal import (
+    Cooldown,
+    CooldownRule,
+    ThermalState,
+    clock_drops,
+    cool_down,
+    read_state,
+    throttling_between,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +80,8 @@ class Watch:
     rule: CooldownRule
     baseline: ThermalState
     records: list[ThermalRecord] = field(default_factory=list)
+    # the highest each clock read right after a measurement, to see a later one fall (thermal.clock_drops)
+    clock_peaks: dict[str, float] = field(default_factory=dict)
 
     @classmethod
     def start(cls, cfg: EdgeConfig) -> Watch:
@@ -97,7 +107,8 @@ class Watch:
         before = self.read()
         value = measure()
         after = self.read()
-        record = ThermalRecord(cooled, before, after, throttling_between(before, after))
+        reasons = throttling_between(before, after) + clock_drops(after, self.clock_peaks)
+        record = ThermalRecord(cooled, before, after, reasons)
         for warning in record.warnings:
             log.warning(warning)
         self.records.append(record)

@@ -3,7 +3,8 @@
 Sources (`edge.thermal_sources`): Linux thermal zones and cooling devices (`/sys/class/thermal`),
 hwmon sensors (`/sys/class/hwmon`), both read under a root folder (`edge.thermal_root`, `/`) so a
 test can point them at a tree it built; and the tools `nvidia-smi`, `adb` (an attached Android
-device's `dumpsys thermalservice`), `pmset -g therm` (macOS) and `tegrastats` (Jetson), found on PATH.
+device's `dumpsys thermalservice`), `pmset -g therm` and `powermetrics` (macOS; the latter as root only)
+and `tegrastats` (Jetson), found on PATH.
 A source that is absent or fails is named with the reason in the state, never filled in.
 
 Readings take milliseconds (sysfs) to a few hundred (adb); they are taken outside the timed tries.
@@ -27,6 +28,7 @@ from fleetbench.edge.thermal_parse import (
     parse_dumpsys_thermalservice,
     parse_nvidia_smi_csv,
     parse_pmset_therm,
+    parse_powermetrics,
     parse_tegrastats,
 )
 
@@ -35,6 +37,7 @@ __all__ = [
     "Cooldown",
     "CooldownRule",
     "ThermalState",
+    "clock_drops",
     "cool_down",
     "read_hwmon",
     "read_state",
@@ -42,9 +45,13 @@ __all__ = [
     "throttling_between",
 ]
 
-SOURCES = ("thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "tegrastats")
+SOURCES = ("thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "powermetrics", "tegrastats")
 TOOL_TIMEOUT_S = 10.0
-NVIDIA_SMI_QUERY = "index,name,temperature.gpu,clocks_throttle_reasons.active,clocks.sm"
+NVIDIA_SMI_QUERY = "index,name,temperature.gpu,clocks_throttle_reasons.active,clocks.sm,utilization.gpu"
+# A clock this far under the highest the same clock read right after an earlier measurement of the run
+# is a slowdown, whatever the reason registers say (vkpeak and the farms compare clocks the same way).
+CLOCK_DROP = 0.05
+CLOCK_SUFFIX = "_clock_mhz"
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +184,12 @@ TOOLS: dict[str, tuple[list[str], Parser, bool]] = {
     "nvidia-smi": (["nvidia-smi", f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv"], parse_nvidia_smi_csv, False),
     "adb": (["adb", "shell", "dumpsys", "thermalservice"], parse_dumpsys_thermalservice, False),
     "pmset": (["pmset", "-g", "therm"], parse_pmset_therm, False),
+    # one sample of 100 ms; without root it refuses ("must be invoked as the superuser"): absent, with that
+    "powermetrics": (
+        ["powermetrics", "--samplers", "thermal,cpu_power,gpu_power", "-n", "1", "-i", "100"],
+        parse_powermetrics,
+        False,
+    ),
     "tegrastats": (["tegrastats", "--interval", "100"], parse_tegrastats, True),
 }
 
@@ -222,6 +235,44 @@ def throttling_between(before: ThermalState, after: ThermalState) -> list[str]:
         for t in state.active_throttles():
             seen.setdefault(t.key, f"{t.key}={t.value} ({t.detail}, {when})")
     return list(seen.values())
+
+
+def _idle(state: ThermalState, clock: Throttle) -> bool:
+    """Whether the clock's own device said it was idle in this reading (NVML's gpu_idle reason, or 0 %
+    busy): an idle GPU clocks down by design."""
+    owner = clock.name[: -len(CLOCK_SUFFIX)].rsplit(" ", 1)[0]
+    for t in state.throttles:
+        if t.source != clock.source:
+            continue
+        try:
+            if t.name == f"{owner} clocks_event_reasons" and int(t.value, 16) & 0x1:
+                return True
+            if t.name == f"{owner} utilization_pct" and float(t.value) == 0:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def clock_drops(after: ThermalState, peaks: dict[str, float]) -> list[str]:
+    """The clocks of `after` more than CLOCK_DROP under the highest of the same clock in `peaks` (read right
+    after earlier measurements of the run), unless the device said it was idle; `peaks` is updated."""
+    drops: list[str] = []
+    for clock in after.throttles:
+        if not clock.name.endswith(CLOCK_SUFFIX):
+            continue
+        try:
+            mhz = float(clock.value)
+        except ValueError:
+            continue
+        peak = peaks.get(clock.key)
+        if peak is not None and mhz < peak * (1 - CLOCK_DROP) and not _idle(after, clock):
+            drops.append(
+                f"{clock.key} fell to {mhz:g} MHz from {peak:g} MHz earlier in the run "
+                f"({(mhz / peak - 1) * 100:.0f} %, clock drop)"
+            )
+        peaks[clock.key] = max(peak or 0.0, mhz)
+    return drops
 
 
 @dataclass

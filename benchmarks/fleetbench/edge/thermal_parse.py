@@ -1,5 +1,5 @@
 """Parsers of what device tools print about heat and throttling: nvidia-smi, dumpsys thermalservice,
-pmset, tegrastats.
+pmset, powermetrics, tegrastats.
 
 Each takes the tool's text as it prints it and returns sensors (degrees Celsius) and throttle
 indicators. A capture that is not the tool's layout raises ThermalParseError with one line; a field a
@@ -23,6 +23,7 @@ __all__ = [
     "parse_dumpsys_thermalservice",
     "parse_nvidia_smi_csv",
     "parse_pmset_therm",
+    "parse_powermetrics",
     "parse_tegrastats",
 ]
 
@@ -114,7 +115,10 @@ def parse_nvidia_smi_csv(text: str) -> tuple[list[Sensor], list[Throttle]]:
     One GPU per row, named by `index`, else `uuid`, else its row; a capture of many samples (one GPU
     logged over time) keeps each GPU's last row. The header names the columns (units in brackets).
     """
-    rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
+    try:
+        rows = list(csv.reader(io.StringIO(text, newline=""), skipinitialspace=True))
+    except csv.Error as exc:  # a stray carriage return or NUL: no CSV nvidia-smi printed
+        raise ThermalParseError(f"nvidia-smi output is no CSV: {exc}") from None
     rows = [r for r in rows if any(cell.strip() for cell in r)]
     if not rows:
         raise ThermalParseError("nvidia-smi printed nothing")
@@ -137,15 +141,27 @@ def parse_nvidia_smi_csv(text: str) -> tuple[list[Sensor], list[Throttle]]:
         celsius = _number(row["temperature.gpu"])
         if celsius is not None:
             sensors.append(Sensor("nvidia-smi", name, (row.get("name") or "gpu").strip(), celsius))
-        reasons = _first(row, _REASONS_COLUMNS)
-        decoded = _reasons(reasons) if reasons is not None else None
-        if reasons is not None and decoded is not None:
-            throttles.append(Throttle("nvidia-smi", f"{name} clocks_event_reasons", reasons.strip(), *decoded))
-        clock = _first(row, _SM_CLOCK_COLUMNS)
-        mhz = _number(clock) if clock is not None else None
-        if mhz is not None:
-            throttles.append(Throttle("nvidia-smi", f"{name} sm_clock_mhz", f"{mhz:g}", False, "SM clock (MHz)"))
+        throttles += _gpu_indicators(name, row)
     return sensors, throttles
+
+
+def _gpu_indicators(name: str, row: dict[str, str]) -> list[Throttle]:
+    """One GPU's clocks event reasons, SM clock and how busy it was, where the row has them."""
+    out: list[Throttle] = []
+    reasons = _first(row, _REASONS_COLUMNS)
+    decoded = _reasons(reasons) if reasons is not None else None
+    if reasons is not None and decoded is not None:
+        out.append(Throttle("nvidia-smi", f"{name} clocks_event_reasons", reasons.strip(), *decoded))
+    clock = _first(row, _SM_CLOCK_COLUMNS)
+    mhz = _number(clock) if clock is not None else None
+    if mhz is not None:
+        out.append(Throttle("nvidia-smi", f"{name} sm_clock_mhz", f"{mhz:g}", False, "SM clock (MHz)"))
+    busy = _number(row["utilization.gpu"]) if row.get("utilization.gpu") is not None else None
+    if busy is not None:
+        out.append(
+            Throttle("nvidia-smi", f"{name} utilization_pct", f"{busy:g}", False, "GPU busy over the last sample (%)")
+        )
+    return out
 
 
 # android.os.Temperature.TYPE_* and PowerManager.THERMAL_STATUS_* (Android's public API).
@@ -237,6 +253,41 @@ def parse_pmset_therm(text: str) -> tuple[list[Sensor], list[Throttle]]:
     if levels:
         throttles.append(Throttle("pmset", "warning_level", str(levels[-1]), levels[-1] > 0, "thermal warning level"))
     return [], throttles
+
+
+# powermetrics (macOS, root only): the thermal sampler's pressure level (Apple silicon and Intel), the smc
+# sampler's die temperatures (Intel Macs only), the cpu_power and gpu_power samplers' active frequencies.
+_PM_BLOCK = "*** Sampled system activity"
+_PM_PRESSURE = re.compile(r"^Current pressure level:\s*(\S+)\s*$", re.MULTILINE)
+_PM_DIE = re.compile(r"^(CPU|GPU) die temperature:\s*(-?\d+(?:\.\d+)?)\s*C\s*$", re.MULTILINE)
+_PM_CLOCK = re.compile(r"^((?:[EP]\d*-Cluster|GPU)) HW active frequency:\s*(\d+(?:\.\d+)?)\s*MHz\s*$", re.MULTILINE)
+
+
+def parse_powermetrics(text: str) -> tuple[list[Sensor], list[Throttle]]:
+    """`powermetrics --samplers thermal,cpu_power,gpu_power -n 1`: the last sample of its output.
+
+    A pressure level other than Nominal is throttling (macOS lowers the clock ceiling for heat); die
+    temperatures where the smc sampler printed them (Intel Macs); the clusters' and the GPU's active
+    frequencies beside, as clocks (a clock falling under load is flagged by the run, not here).
+    """
+    last = text[text.rindex(_PM_BLOCK) :] if _PM_BLOCK in text else text
+    pressure = _PM_PRESSURE.findall(last)
+    dies = _PM_DIE.findall(last)
+    clocks = _PM_CLOCK.findall(last)
+    if not pressure and not dies and not clocks:
+        raise ThermalParseError(
+            "powermetrics output has no 'Current pressure level:', die temperature or HW active frequency line"
+        )
+    sensors = [Sensor("powermetrics", f"{unit} die", unit, float(value)) for unit, value in dies]
+    throttles = [
+        Throttle("powermetrics", "thermal_pressure", level, level != "Nominal", "macOS thermal pressure level")
+        for level in pressure[-1:]
+    ]
+    throttles += [
+        Throttle("powermetrics", f"{unit.lower()}_clock_mhz", f"{float(mhz):g}", False, f"{unit} active clock (MHz)")
+        for unit, mhz in clocks
+    ]
+    return sensors, throttles
 
 
 _TEGRA_SENSOR = re.compile(r"\b([A-Za-z][A-Za-z0-9_]*)@(-?\d+(?:\.\d+)?)C\b")
