@@ -9,6 +9,7 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # Session fixtures that start something costly once per process: a test that uses one runs in the
 # worker that has it (pytest-xdist, `make pytest`), so each starts once per session, not per worker.
 COLD_BUILD_FIXTURES = frozenset({"base_seconds", "images"})
-SERVICE_FIXTURES = frozenset({"stack", "prometheus", "demo_run"})
+SERVICE_FIXTURES = frozenset({"stack", "prometheus", "demo", "demo_run"})
 
 
 def worker_group(module: list[pytest.Item]) -> tuple[int, str]:
@@ -142,31 +143,45 @@ def run_cli(
     )
 
 
-class QuietStages:
-    """A demo observer that shows nothing (the tests read the run folder and Prometheus)."""
+@dataclass(frozen=True)
+class DemoRun:
+    """The session's one `fleetbench demo` (the `make demo` command) and what it printed."""
 
-    def started(self, name: str) -> None:
-        pass
+    run_dir: Path
+    done: subprocess.CompletedProcess[str]
 
-    def finished(self, name: str, result: Any) -> None:
-        pass
+
+DEMO_RUN_ID = "demo-session"
 
 
 @pytest.fixture(scope="session")
-def demo_run(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`make demo`'s code path, once per session, into the session's real Prometheus."""
-    from fleetbench.config.schema import FleetbenchConfig
-    from fleetbench.demo import run_demo
-    from fleetbench.job import RunContext
+def demo(stack: LocalStack, tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """`fleetbench demo` as a user runs it, once per session, into the session's real Prometheus: its ports
+    are the demo's, so the demo finds both services up and uses them (as it uses any it finds there)."""
+    where = tmp_path_factory.mktemp("demo")
+    env = {
+        "FLEETBENCH_PROMETHEUS_PORT": str(stack.prometheus_port),
+        "FLEETBENCH_PUSHGATEWAY_PORT": str(stack.pushgateway_port),
+        "FLEETBENCH_STATE_DIR": str(where / "state"),
+    }
+    args = ["--results-dir", str(where / "results"), "--run-id", DEMO_RUN_ID]
+    # the tiny preset's 100 steps show the same panels, slower
+    for setting in (
+        "probe.matmul_sizes=[128,256]",
+        "probe.copy_mib=[4]",
+        "probe.min_run_time_s=0.05",
+        "train.steps=30",
+    ):
+        args += ["--set", setting]
+    done = run_cli("demo", *args, env=env, cwd=where, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return DemoRun(where / "results" / DEMO_RUN_ID, done)
 
-    config = FleetbenchConfig.model_validate(
-        {
-            "run": {"results_dir": str(tmp_path_factory.mktemp("demo-results")), "run_id": "demo-session"},
-            "probe": {"matmul_sizes": [128, 256], "copy_mib": [4], "min_run_time_s": 0.05},
-            "train": {"steps": 30},  # the tiny preset's 100 steps show the same panels, slower
-        }
-    )
-    return run_demo(config, stack, RunContext.start(config), QuietStages()).run_dir
+
+@pytest.fixture(scope="session")
+def demo_run(demo: DemoRun) -> Path:
+    """The run folder of the session's demo."""
+    return demo.run_dir
 
 
 # --- Docker: one engine, one cold build of the cpu images per session (tests/docker_support.py) ---
