@@ -90,8 +90,9 @@ profile: setup ## torch.profiler trace, trace summary, roofline (CPU ok); NCU=1 
 	@$(FB) profile --results-dir $(RESULTS) --run-id $(PROFILE_RUN) $(PROFILE_ARGS)
 	@if [ "$(NCU)" = "1" ]; then $(FB) ncu run --results-dir $(RESULTS) --run-id $(PROFILE_RUN) $(PROFILE_ARGS) $(NCU_ARGS); fi
 
-edge: setup ## edge GPU kernels (Vulkan/Metal via wgpu; lavapipe here), MPS, ExecuTorch
+edge: setup ## edge GPU kernels (Vulkan/Metal via wgpu; lavapipe here), MPS, ExecuTorch; then edge-llm's three LLM runtimes side by side
 	@$(FB) edge run --results-dir $(RESULTS)
+	@$(FB) edge llm --results-dir $(RESULTS) $(LLM_ARGS)
 
 LLM_ARGS ?=
 edge-llm: setup ## the llama model in llama.cpp, MLX and ExecuTorch side by side: pp/tg tok/s, TTFT, load mmap/read-in, RSS, agreement (LLM_ARGS)
