@@ -9,6 +9,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from fleetbench.cli.views.edge import show
+
 if TYPE_CHECKING:
     from fleetbench.edge.llm.job import LlmOutcome, LlmRow
 
@@ -66,10 +68,11 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         "greedy",
         "ok",
     ):
-        table.add_column(column, justify="left" if column in ("runtime", "dtype", "weights", "ok") else "right")
+        left = column in ("runtime", "dtype", "weights", "ok")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for row in outcome.rows:
         table.add_row(*_cells(row))
-    console.print(table)
+    show(console, table)  # full width in logs and pipes, as the kernel table
     for what, why in outcome.skipped:
         console.print(f"skipped {what}: {why}")
     for failure in outcome.failures:
