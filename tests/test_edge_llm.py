@@ -1,6 +1,6 @@
 """`fleetbench edge llm`: the llama model exported to GGUF (llama.cpp) and MLX, run for real, agreeing with eager.
 
-Needs llama-cpp-python, gguf and mlx (the [mobile] extra); each runtime's tests skip with that reason
+Needs llama-cpp-python, gguf and mlx (the [llm] extra) and executorch ([mobile]); each runtime's tests skip with that reason
 where its package is missing. A 2-layer llama3-debug shape keeps the workers at about a second each.
 """
 
@@ -21,11 +21,9 @@ from fleetbench.results.store import read_records
 
 needs_llama_cpp = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("gguf") is None,
-    reason="llama-cpp-python and gguf not installed: pip install 'fleetbench[mobile]'",
+    reason="llama-cpp-python and gguf not installed: pip install 'fleetbench[llm]'",
 )
-needs_mlx = pytest.mark.skipif(
-    importlib.util.find_spec("mlx") is None, reason="mlx not installed: 'fleetbench[mobile]'"
-)
+needs_mlx = pytest.mark.skipif(importlib.util.find_spec("mlx") is None, reason="mlx not installed: 'fleetbench[llm]'")
 needs_executorch = pytest.mark.skipif(
     importlib.util.find_spec("executorch") is None, reason="executorch not installed: 'fleetbench[mobile]'"
 )
@@ -90,9 +88,9 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
         assert row.agrees, (row.logit_error, row.greedy_equal)
         assert row.logit_error <= TOLERANCE[dtype] and row.load_s > 0 and row.peak_rss_bytes > 0
         assert row.pp["p50"] > 0 and row.ttft["p50"] > 0
-        assert row.tg["p50"] > 0 if runtime != "executorch" else not row.tg  # a .pte without a cache: prefill only
+        assert row.tg["p50"] > 0
     if dtype == "f32":
-        assert row.greedy_equal == row.greedy_total == (6 if runtime != "executorch" else 1)
+        assert row.greedy_equal == row.greedy_total == 6
     # a wrong export: two tokens' embedding rows swapped (a vocabulary-order bug); the same check must refuse it.
     # (A wrong block weight of a fresh init moves the logits less: its blocks add little to the embeddings.)
     first, second = prompt[0], prompt[1]
@@ -123,6 +121,24 @@ def test_edge_llm_command_side_by_side(tmp_path: Path) -> None:
     results = json.loads(next(tmp_path.glob("*/edge/llm_results.json")).read_text())
     assert all(row["agrees"] for row in results["rows"]) and len(results["rows"]) == 4
     assert next(tmp_path.glob("*/edge/llm_runtimes.png")).stat().st_size > 0
+
+
+def test_cached_llama_prefill_then_decode_equals_the_full_forward() -> None:
+    """The ExecuTorch program's module in eager: a prompt, then tokens one at a time through the cache, give
+    the logits of the model run on the whole sequence; a new prompt after them needs no reset."""
+    from fleetbench.edge.llm.pte_cache import CachedLlama
+
+    model = build_llama("llama3-debug", seed=3, overrides=SMALL)
+    cached = CachedLlama(model, context=20).eval()
+    tokens = torch.randint(0, 2048, (1, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        full = model(tokens)[0]
+        prompt = cached(tokens[:, :12], torch.tensor([0]))[0]
+        steps = [cached(tokens[:, i : i + 1], torch.tensor([i]))[0, -1] for i in range(12, 16)]
+        again = cached(tokens[:, :5], torch.tensor([0]))[0]  # stale positions 5..15 stay masked
+    torch.testing.assert_close(prompt, full[:12], rtol=0, atol=1e-5)
+    torch.testing.assert_close(torch.stack(steps), full[12:], rtol=0, atol=1e-5)
+    torch.testing.assert_close(again, full[:5], rtol=0, atol=1e-5)
 
 
 def test_edge_llm_bad_dtype_is_one_line(tmp_path: Path) -> None:

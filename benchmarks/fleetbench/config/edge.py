@@ -60,7 +60,10 @@ class EdgeLlmConfig(StrictModel):
         default=None, description="a trainer checkpoint (DCP step folder or state dict file); unset: a fresh init"
     )
     runtimes: list[LlmRuntime] = Field(
-        default=["llama.cpp", "mlx", "executorch"], min_length=1, max_length=3, description="executorch: prefill only"
+        default=["llama.cpp", "mlx", "executorch"],
+        min_length=1,
+        max_length=3,
+        description="the edge LLM runtimes to run",
     )
     dtypes: list[LlmDtype] = Field(
         default=["f32", "f16", "q8_0"], min_length=1, max_length=3, description="q8_0: llama.cpp; executorch: f32"

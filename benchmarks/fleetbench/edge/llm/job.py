@@ -1,7 +1,8 @@
 """`fleetbench edge llm`: the llama-family model exported once and run by each edge LLM runtime, side by side.
 
 Model (fresh init of a preset, or a checkpoint) -> eager PyTorch reference (prompt logits, greedy
-tokens) -> one export per runtime and dtype (GGUF for llama.cpp, safetensors for MLX) -> per runtime,
+tokens) -> one export per runtime and dtype (GGUF for llama.cpp, safetensors for MLX, a .pte with a
+key/value cache for ExecuTorch) -> per runtime,
 dtype and load mode a worker process (worker.py) inside the device-farm discipline (cooldown and
 thermal reading around it, tries until the CV target) -> agreement with eager, metrics, the record,
 llm_results.json and a PNG. A runtime whose logits leave the dtype's tolerance, or whose f32 greedy
@@ -40,7 +41,6 @@ PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 # What this host cannot run, said instead of faked.
 METAL_REASON = "needs macOS on Apple silicon (Metal); this host runs the CPU build"
 DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16"), "executorch": ("f32",)}
-NO_DECODE = "executorch: the .pte is exported at the prompt's length without a key/value cache (prefill only)"
 WORKER_TIMEOUT_S = 1800
 
 log = logging.getLogger(__name__)
@@ -131,25 +131,21 @@ def export_all(
                 from fleetbench.edge.llm.mlx_model import export_mlx
 
                 exports[runtime, dtype] = export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
-        if runtime == "executorch":
-            skipped.append(("executorch tg", NO_DECODE))
-        else:
+        if runtime != "executorch":
             skipped.append((f"{runtime} Metal", METAL_REASON) if sys.platform != "darwin" else ("", ""))
     return exports, [s for s in skipped if s[0]]
 
 
+def context_tokens(cfg: EdgeLlmConfig) -> int:
+    """The positions a session holds: the prompt, then the longer of the timed and the agreement generation."""
+    return cfg.prompt_tokens + max(cfg.gen_tokens, cfg.agree_tokens) + 8
+
+
 def _export_pte(model: Any, cfg: EdgeLlmConfig, folder: Path) -> Path:
-    """The model at the prompt's length, lowered to XNNPACK (the .pte path `edge export` uses)."""
-    import torch
+    """The model with a key/value cache of context_tokens positions, lowered to XNNPACK."""
+    from fleetbench.edge.llm.pte_cache import export_cached_pte
 
-    from fleetbench.edge import pte
-    from fleetbench.edge.model_factory import BuiltModel
-
-    tokens = torch.zeros((1, cfg.prompt_tokens), dtype=torch.long)
-    built = BuiltModel(cfg.preset, "fleetbench.edge.llm.source:build_llama", model, (tokens,), [model.shape.vocab_size])
-    [result] = pte.export(built, ["xnnpack"], folder, 0, 1, strict=True)
-    assert result.path is not None
-    return result.path
+    return export_cached_pte(model, context_tokens(cfg), cfg.prompt_tokens, folder / "model-f32.pte")
 
 
 def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
@@ -179,14 +175,13 @@ def _fill(row: LlmRow, out: dict[str, Any], reference: np.ndarray, greedy: list[
     row.rss_after_load_bytes, row.peak_rss_bytes = out["rss_after_load_bytes"], out["peak_rss_bytes"]
     row.samples = {"pp": out["pp_tokens_per_s"], "tg": out["tg_tokens_per_s"], "ttft": out["ttft_s"]}
     row.pp, row.ttft = _percentiles(row.samples["pp"]), _percentiles(row.samples["ttft"])
-    row.tg = _percentiles(row.samples["tg"]) if row.samples["tg"] else {}
+    row.tg = _percentiles(row.samples["tg"])
     # One try has no spread: the worker writes that NaN as null (strict JSON), read back as NaN.
     row.tries, row.cv = len(out["pp_tokens_per_s"]), float("nan") if out["cv"] is None else float(out["cv"])
     logits = np.load(logits_path)
     row.logit_error = float(np.abs(logits - reference).max() / np.abs(reference).max())
-    decoded = len(out["greedy"])  # 1 where the runtime cannot decode: its first token only
-    row.greedy_total = min(len(greedy), decoded)
-    row.greedy_equal = sum(1 for a, b in zip(out["greedy"], greedy[:decoded], strict=False) if a == b)
+    row.greedy_total = len(greedy)
+    row.greedy_equal = sum(1 for a, b in zip(out["greedy"], greedy, strict=False) if a == b)
     row.agrees = row.logit_error <= TOLERANCE[row.dtype] and (
         row.dtype != "f32" or row.greedy_equal == row.greedy_total
     )
@@ -194,7 +189,7 @@ def _fill(row: LlmRow, out: dict[str, Any], reference: np.ndarray, greedy: list[
 
 def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     ident = {"runtime": row.runtime, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
-    for phase, values in (("pp", row.pp), ("tg", row.tg)):  # tg is empty for a prefill-only runtime
+    for phase, values in (("pp", row.pp), ("tg", row.tg)):
         for name, value in values.items():
             bench.metrics.set("fleetbench_edge_llm_tokens_per_second", value, phase=phase, percentile=name, **ident)
     for name, value in row.ttft.items():
@@ -209,15 +204,9 @@ def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     bench.add_headline(
         "fleetbench_edge_llm_tokens_per_second", row.pp["p50"], row.samples["pp"], phase="pp", percentile="p50", **ident
     )
-    if row.tg:
-        bench.add_headline(
-            "fleetbench_edge_llm_tokens_per_second",
-            row.tg["p50"],
-            row.samples["tg"],
-            phase="tg",
-            percentile="p50",
-            **ident,
-        )
+    bench.add_headline(
+        "fleetbench_edge_llm_tokens_per_second", row.tg["p50"], row.samples["tg"], phase="tg", percentile="p50", **ident
+    )
 
 
 def _measure(
@@ -243,7 +232,7 @@ def _measure(
                 "path": str(exports[runtime, dtype]),
                 "mmap": mmap,
                 "threads": _threads(cfg),
-                "context": cfg.prompt_tokens + max(cfg.gen_tokens, cfg.agree_tokens) + 8,
+                "context": context_tokens(cfg),
                 "prompt": prompt,
                 "gen_tokens": cfg.gen_tokens,
                 "agree_tokens": cfg.agree_tokens,
@@ -291,7 +280,7 @@ def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
         axes,
         (
             ("prefill pp tok/s (p50)", [r.pp["p50"] for r in ok]),
-            ("decode tg tok/s (p50)", [r.tg.get("p50", 0.0) for r in ok]),
+            ("decode tg tok/s (p50)", [r.tg["p50"] for r in ok]),
             ("load ms", [r.load_s * 1e3 for r in ok]),
         ),
         strict=True,
@@ -369,20 +358,20 @@ def _require(cfg: EdgeLlmConfig) -> None:
     import importlib.util
 
     packages = {
-        "llama.cpp": ("llama_cpp", "llama-cpp-python==0.3.36"),
-        "mlx": ("mlx", "mlx[cpu]==0.32.4"),
-        "executorch": ("executorch", "executorch==1.5.1"),
+        "llama.cpp": ("llama_cpp", "llm", "llama-cpp-python==0.3.36"),
+        "mlx": ("mlx", "llm", "mlx[cpu]==0.32.4"),
+        "executorch": ("executorch", "mobile", "executorch==1.5.1"),
     }
     for runtime in cfg.runtimes:
-        module, pip = packages[runtime]
+        module, extra, pip = packages[runtime]
         if importlib.util.find_spec(module) is None:
             raise UserError(
-                f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [mobile] extra ({pip}), "
+                f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [{extra}] extra ({pip}), "
                 f"or accepted without it: {', '.join(r for r in packages if r != runtime)}"
             )
     if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
         raise UserError(
-            "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [mobile] extra (gguf==0.19.0)"
+            "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [llm] extra (gguf==0.19.0)"
         )
 
 

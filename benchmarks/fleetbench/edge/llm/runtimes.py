@@ -1,6 +1,7 @@
 """One edge LLM runtime behind four calls: load, prefill (a prompt from an empty cache, the last position's
 logits), decode (one token after what is cached), and logits (every position of a prompt, for the
-agreement check). llama.cpp through llama-cpp-python (GGUF), MLX (safetensors + the mlx.nn module).
+agreement check). llama.cpp through llama-cpp-python (GGUF), MLX (safetensors + the mlx.nn module),
+ExecuTorch (a .pte with a key/value cache, `pte_cache`).
 
 Timings follow llama-bench: pp is a prompt of `prompt_tokens` processed as one batch from an empty
 cache, tg is `gen_tokens` tokens decoded one at a time from an empty cache.
@@ -145,14 +146,13 @@ class MlxSession:
 
 
 class ExecuTorchSession:
-    """ExecuTorch: a .pte of the model at the prompt's length (XNNPACK). torch.export fixes the shape and
-    the program has no key/value cache, so it prefills only (`decodes` is False); `decode` is refused.
-    mmap: the runtime's file (mmap) data loader; else the bytes are read in and handed over as a buffer."""
+    """ExecuTorch: the .pte of `pte_cache` (XNNPACK, a key/value cache in the program's mutable buffers, a
+    dynamic sequence length), on `threads` XNNPACK threads. mmap: the runtime's file (mmap) data loader;
+    else the bytes are read in and handed over as a buffer."""
 
-    decodes = False
-
-    def __init__(self, path: Path, mmap: bool) -> None:
+    def __init__(self, path: Path, mmap: bool, threads: int) -> None:
         Runtime = optional_module("executorch.runtime").Runtime
+        optional_module("executorch.extension.pybindings.portable_lib")._unsafe_reset_threadpool(threads)
 
         self._sink: list[str] = []
         # the runtime reads the buffer in place: it must live as long as the program (freed: a crash)
@@ -161,24 +161,30 @@ class ExecuTorchSession:
             runtime = Runtime.get()
             program = runtime.load_program(path if self._data is None else self._data)
             self.method = program.load_method("forward")
+        self.position = 0
 
-    def logits(self, tokens: list[int]) -> np.ndarray:
-        """See Session: the program's own length only."""
+    def _run(self, tokens: list[int], start: int) -> np.ndarray:
         import torch
 
         with native_stderr(self._sink):
-            out = self.method.execute([torch.tensor([tokens], dtype=torch.long)])
+            out = self.method.execute([torch.tensor([tokens], dtype=torch.long), torch.tensor([start])])
+        self.position = start + len(tokens)
         result: np.ndarray = out[0][0].float().numpy()
         return result
 
     def prefill(self, tokens: list[int]) -> np.ndarray:
         """See Session."""
-        last: np.ndarray = self.logits(tokens)[-1]
+        last: np.ndarray = self._run(tokens, 0)[-1]
         return last
 
     def decode(self, token: int) -> np.ndarray:
-        """Not in a fixed-shape program without a cache: callers check `decodes` first, so this is a bug."""
-        raise RuntimeError("ExecuTorch session: decode called, but the .pte has no key/value cache (decodes is False)")
+        """See Session."""
+        last: np.ndarray = self._run([token], self.position)[-1]
+        return last
+
+    def logits(self, tokens: list[int]) -> np.ndarray:
+        """See Session."""
+        return self._run(tokens, 0)
 
     def close(self) -> None:
         """See Session."""
@@ -206,7 +212,7 @@ def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: in
     if runtime == "llama.cpp":
         return LlamaCppSession(path, mmap, threads, context, batch)
     if runtime == "executorch":
-        return ExecuTorchSession(path, mmap)
+        return ExecuTorchSession(path, mmap, threads)
     if runtime == "mlx":
         return MlxSession(path, mmap, threads)
     raise ValueError(f"unknown runtime {runtime!r}")
