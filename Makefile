@@ -8,7 +8,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 FB := $(VENV)/bin/fleetbench
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,ncu,mobile,compare
+EXTRAS ?= dev,ncu,mobile,llm,compare
 RESULTS ?= results
 PYTEST_ARGS ?=
 # pytest-xdist workers of `make pytest` (0: one process); tests/conftest.py:worker_group says which tests share one

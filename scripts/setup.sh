@@ -5,7 +5,7 @@ set -euo pipefail
 
 VENV=${VENV:-.venv}
 TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
-EXTRAS=${EXTRAS:-dev,ncu,mobile,compare}
+EXTRAS=${EXTRAS:-dev,ncu,mobile,llm,compare}
 SYSTEM_PACKAGES=(
   docker.io               # Docker engine for the images and the local cluster
   prometheus              # Prometheus server and promtool
@@ -78,7 +78,7 @@ llama_cpp_wheel() {
   cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
   wheelhouse="${FLEETBENCH_WHEELHOUSE:-$HOME/.cache/fleetbench/wheels}/cpu-$cpu"
   mkdir -p "$wheelhouse"
-  if [[ ",$EXTRAS," == *",mobile,"* ]] && ! ls "$wheelhouse"/llama_cpp_python-"${LLAMA_CPP_SPEC#*==}"-*.whl >/dev/null 2>&1; then
+  if [[ ",$EXTRAS," == *",llm,"* ]] && ! ls "$wheelhouse"/llama_cpp_python-"${LLAMA_CPP_SPEC#*==}"-*.whl >/dev/null 2>&1; then
     say "building $LLAMA_CPP_SPEC (llama.cpp, CPU) once into $wheelhouse; this takes minutes" >&2
     CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=ON}" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
       "$VENV/bin/python" -m pip wheel -q --no-deps --no-binary llama-cpp-python -w "$wheelhouse" "$LLAMA_CPP_SPEC" >&2
