@@ -1,5 +1,5 @@
 """The container images for real: a local base made offline, cold builds of the cpu images, the
-trainer (2 gloo ranks via torchrun) and the edge runner (lavapipe) in their images with results
+trainer (2 gloo ranks via torchrun), the edge runner (lavapipe) and `edge llm` (llama.cpp, MLX) in their images with results
 mounted back and metrics in real Pushgateway/Prometheus containers, image inspection, a rebuild
 after a one-line change, save/load, and build failures as one line.
 
@@ -219,6 +219,34 @@ def test_edge_image_runs_kernels_on_lavapipe(
     assert series
     with capsys.disabled():
         print(f"\nedge image ran `fleetbench edge run`: {len(kernels)} kernels correct on {record.device}")
+
+
+@pytest.mark.slow
+def test_edge_image_runs_llama_cpp_and_mlx_side_by_side(
+    images: SessionImages, monitoring: Monitoring, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`edge llm` in the edge image: llama.cpp from the wheel built on the image's base, MLX, both
+    agreeing with eager PyTorch inside the container."""
+    results = tmp_path / "results"
+    run_id = "img-llm"
+    done = cli(
+        "run", "edge-vulkan", "--variant", "cpu", "--results-dir", str(results),
+        "--pushgateway", monitoring.pushgateway_url, *NS, "--", "edge", "llm", "--quick", "--runtimes", "llama.cpp,mlx", "--dtypes", "f32", "--threads", "1",
+        "--run-id", run_id, "--set", "edge.llm.min_tries=1", "--set", "edge.llm.max_tries=2",
+        "--set", "edge.cooldown_s=0",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (record,) = read_records(results / run_id)
+    rows = record.summary["rows"]
+    assert {(r["runtime"], r["mmap"]) for r in rows} == {(n, m) for n in ("llama.cpp", "mlx") for m in (True, False)}
+    assert all(r["ok"] and r["agrees"] and r["tg"]["p50"] > 0 for r in rows), rows
+    with capsys.disabled():
+        print(
+            "\nedge image ran `fleetbench edge llm`: "
+            + ", ".join(
+                f"{r['runtime']} pp {r['pp']['p50']:.0f} tg {r['tg']['p50']:.0f} tok/s" for r in rows if r["mmap"]
+            )
+        )
 
 
 @pytest.mark.slow

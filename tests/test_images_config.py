@@ -113,6 +113,8 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         f"{WHEELHOUSE_DIR}/py311-cpu/requirements.txt",
         f"{WHEELHOUSE_DIR}/py311-cpu/wheelhouse.json",
         f"{WHEELHOUSE_DIR}/py311-cpu/profiler/ncu_report.whl",
+        f"{WHEELHOUSE_DIR}/py311-cpu/edge-vulkan/requirements.txt",
+        f"{WHEELHOUSE_DIR}/py311-cpu/edge-vulkan/mlx.whl",
         f"{WHEELHOUSE_DIR}/py311-cuda/torch.whl",
         "secrets.env",
         ".env",
@@ -132,6 +134,7 @@ def test_build_context_sends_code_and_one_wheelhouse_only(tmp_path: Path) -> Non
         f"{WHEELHOUSE_DIR}/py311-cpu/requirements.txt",
         f"{WHEELHOUSE_DIR}/py311-cpu/wheelhouse.json",
         f"{WHEELHOUSE_DIR}/py311-cpu/profiler/ncu_report.whl",
+        f"{WHEELHOUSE_DIR}/py311-cpu/edge-vulkan/requirements.txt",  # its wheels come over HTTP
     }
     with context_archive(root, "containers/python/Dockerfile", None, {"benchmarks/x.py": "y = 1\n"}) as archive:
         names = _files(archive)
@@ -148,7 +151,14 @@ def test_wheelhouse_inputs_pin_torch_and_split_the_profiler_additions() -> None:
     assert common[0] == "torch==2.13.0"
     assert any(r.startswith("prometheus-client") for r in common) and any(r.startswith("wgpu") for r in common)
     assert any(r.startswith("setuptools") for r in common)  # build backend of the editable install
-    assert set(additions) == {"profiler"} and any(r.startswith("ncu-report") for r in additions["profiler"])
+    assert set(additions) == {"profiler", "edge-vulkan"} and any(
+        r.startswith("ncu-report") for r in additions["profiler"]
+    )
+    # edge llm's runtimes in the edge image's own layer, not in the dependency layer the trainer shares
+    edge_own = {r.split("==")[0].split("[")[0] for r in additions["edge-vulkan"]}
+    assert {"gguf", "llama-cpp-python", "mlx"} <= edge_own and not edge_own & {r.split("==")[0] for r in common}
+    _, cuda_additions = requirement_sets(REPO, Wheels("3.11", "cuda"), "torch==2.14.1")
+    assert set(cuda_additions) == {"profiler"}  # the edge image installs the cpu wheelhouse only
     assert pins(["torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl", "rich-15.0.0-py3-none-any.whl"]) == [
         "rich==15.0.0",
         "torch==2.13.0+cpu",
@@ -156,6 +166,30 @@ def test_wheelhouse_inputs_pin_torch_and_split_the_profiler_additions() -> None:
     platforms = platform_args(36, "x86_64")[1::2]
     assert platforms[0] == "manylinux_2_36_x86_64" and "manylinux_2_28_x86_64" in platforms
     assert "manylinux2014_x86_64" in platforms
+
+
+def test_source_only_wheels_are_found_and_kept_per_requirement_and_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-cpp-python has no wheel on PyPI: the images' build makes one on the base, kept outside the
+    repository under a folder named by what went into it, and found again there."""
+    from fleetbench.images import native_wheel
+
+    monkeypatch.setenv(native_wheel.CACHE_ENV, str(tmp_path))
+    reqs = ["torch==2.13.0", "llama-cpp-python==0.3.36", "Llama_Cpp.Python>=0.3", "mlx[cpu]==0.32.4"]
+    assert native_wheel.source_only(reqs) == ["llama-cpp-python==0.3.36", "Llama_Cpp.Python>=0.3"]
+    folder = native_wheel.wheel_folder("llama-cpp-python==0.3.36", "3.11")
+    assert folder.parent == tmp_path and folder.name.startswith("image-py311-")
+    assert folder != native_wheel.wheel_folder("llama-cpp-python==0.3.37", "3.11")
+    assert folder != native_wheel.wheel_folder("llama-cpp-python==0.3.36", "3.12")
+    assert native_wheel.cached("llama-cpp-python==0.3.36", "3.11") is None
+    folder.mkdir()
+    (folder / "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl").write_bytes(b"x")
+    assert native_wheel.cached("llama-cpp-python==0.3.36", "3.11") is None  # no stamp: a build cut short
+    (folder / native_wheel.STAMP).write_text("{}")
+    assert native_wheel.cached("llama-cpp-python==0.3.36", "3.11") == folder
+    # nothing to build, no engine needed, where no requirement is source-only
+    assert native_wheel.ensure_native_wheels(None, "base", "3.11", ["torch==2.13.0"]) == []  # type: ignore[arg-type]
 
 
 def test_build_order_puts_a_parent_first() -> None:

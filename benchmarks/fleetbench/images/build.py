@@ -24,15 +24,23 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from fleetbench.errors import UserError
 from fleetbench.images.base import ensure_base
 from fleetbench.images.engine import connect
+from fleetbench.images.native_wheel import ensure_native_wheels
 from fleetbench.images.specs import (
     DEFAULT_NAMESPACE,
+    IMAGES,
     ImageSpec,
     base_image_for,
     check_python,
     resolve_build_order,
     wheels_for,
 )
-from fleetbench.images.wheelhouse import WHEELHOUSE_DIR, WHEELHOUSE_HOST, ensure_wheelhouse, serve_wheelhouse
+from fleetbench.images.wheelhouse import (
+    WHEELHOUSE_DIR,
+    WHEELHOUSE_HOST,
+    all_requirements,
+    ensure_wheelhouse,
+    serve_wheelhouse,
+)
 from fleetbench.job import Progress, SilentProgress, Task
 
 if TYPE_CHECKING:
@@ -156,8 +164,10 @@ def context_archive(
     if wheelhouse_key:
         patterns.append(f"!{WHEELHOUSE_DIR}/{wheelhouse_key}")
         patterns.append(f"{WHEELHOUSE_DIR}/{wheelhouse_key}.partial")
-        # The wheels themselves come over loopback HTTP (serve_wheelhouse); an image's own folder stays.
+        # The wheels themselves come over loopback HTTP (serve_wheelhouse); the folder of an image built
+        # FROM another stays (its Dockerfile copies it), that of an image's own stage is served too.
         patterns.append(f"{WHEELHOUSE_DIR}/{wheelhouse_key}/*.whl")
+        patterns += [f"{WHEELHOUSE_DIR}/{wheelhouse_key}/{s.name}/*.whl" for s in IMAGES.values() if s.own_extras]
     files = sorted(exclude_paths(str(context), patterns, dockerfile=dockerfile))
     extras = sorted((extra_files or {}).items())
     return create_archive(root=str(context), files=files, extra_files=extras)
@@ -241,7 +251,8 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
         }
         if spec.wheels:
             wheels = wheels_for(spec, variant, base_image, base_python)
-            house = ensure_wheelhouse(root, wheels, progress)
+            native = ensure_native_wheels(client, base, wheels.python, all_requirements(root, wheels), progress)
+            house = ensure_wheelhouse(root, wheels, progress, native)
             wheel_key = wheels.key
             house_path = house.path
             buildargs["WHEELHOUSE"] = house.context_path

@@ -119,7 +119,16 @@ def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[st
             additions[spec.name] = reqs
         else:
             common += reqs
+        own = [req for extra in spec.own_extras for req in optional.get(extra, [])]
+        if own:
+            additions[spec.name] = [*additions.get(spec.name, []), *own]
     return list(dict.fromkeys(common)), additions
+
+
+def all_requirements(context: Path, wheels: Wheels) -> list[str]:
+    """Every requirement of the `wheels` wheelhouse, the images' own additions included."""
+    common, additions = requirement_sets(context, wheels, torch_spec(wheels.torch_flavor))
+    return [*common, *(req for reqs in additions.values() for req in reqs)]
 
 
 def _pip_target_args(wheels: Wheels) -> list[str]:
@@ -141,6 +150,13 @@ def _pip_target_args(wheels: Wheels) -> list[str]:
     ]
 
 
+def _native_args(folders: list[Path]) -> list[str]:
+    """pip arguments that admit the wheels built on the base (platform tag linux_<arch>) from `folders`."""
+    if not folders:
+        return []
+    return ["--platform", f"linux_{platform.machine()}", *(f"--find-links={folder}" for folder in folders)]
+
+
 def platform_args(glibc_minor: int, arch: str) -> list[str]:
     """pip takes only the platforms it is given: list every manylinux tag the base's glibc runs."""
     tags = [f"manylinux_2_{minor}_{arch}" for minor in range(glibc_minor, 16, -1)]
@@ -158,11 +174,14 @@ def pins(files: list[str]) -> list[str]:
     return out
 
 
-def ensure_wheelhouse(context: Path, wheels: Wheels, progress: Progress | None = None) -> Wheelhouse:
-    """The wheelhouse of `wheels`, downloaded with pip unless its stamp matches the current inputs."""
+def ensure_wheelhouse(
+    context: Path, wheels: Wheels, progress: Progress | None = None, native: list[Path] | None = None
+) -> Wheelhouse:
+    """The wheelhouse of `wheels`, downloaded with pip unless its stamp matches the current inputs.
+    `native`: folders of wheels built from source for these images (native_wheel), which pip takes too."""
     torch = torch_spec(wheels.torch_flavor)
     common, additions = requirement_sets(context, wheels, torch)
-    target = _pip_target_args(wheels)
+    target = [*_pip_target_args(wheels), *_native_args(native or [])]
     inputs = {"layout": 2, "common": common, "additions": additions, "target": target}
     digest = hashlib.sha256(jsonio.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     rel = f"{WHEELHOUSE_DIR}/{wheels.key}"
@@ -236,7 +255,9 @@ class _Downloads:
             return [], []
         extra = self.fetch(reqs, name, constraints=pins(common_files))
         own = sorted(set(extra) - set(common_files))
-        # The image's own requests, pinned to what was resolved; their dependencies lie beside them.
+        if own:
+            # Every wheel of its own, pinned: a request's extras (mlx[cpu] -> mlx-cpu) and dependencies too.
+            return pins(own), own
         resolved = {_normal(p.split("==")[0]): p for p in pins(extra)}
         return [resolved.get(_normal(_req_name(r)), r) for r in reqs], own
 
