@@ -2,7 +2,7 @@
 
 The same GGUF (the llama3-debug model, q8_0 and f32), the same threads and the same pp/tg lengths:
 fleetbench's worker (what `fleetbench edge llm` runs) and llama-bench, built with CMake from the very
-sources llama-cpp-python vendors (its sdist, the version the mobile extra pins), alternate round by
+sources llama-cpp-python vendors (its sdist, the version the llm extra pins), alternate round by
 round (A B A B ...) so drift hits both. The ratio fleetbench / llama-bench of the medians should lie
 within 10 %: the suite adds no overhead of its own to what it measures.
 
@@ -119,7 +119,7 @@ def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
 def main() -> int:
     """Measure and print the rows."""
     if importlib.util.find_spec("llama_cpp") is None:
-        console.print("perf_edge_llm: llama-cpp-python is not installed (the mobile extra); no figures")
+        console.print("perf_edge_llm: llama-cpp-python is not installed (the llm extra); no figures")
         return 0
     binary = llama_bench()
     if binary is None and "--build" in sys.argv:
