@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
+from fleetbench.images.wheelhouse import GLIBC, platform_args
 from fleetbench.job import Progress, SilentProgress
 
 if TYPE_CHECKING:
@@ -154,8 +155,6 @@ def _build(client: docker.DockerClient, base: str, python: str, requirement: str
 
 def _download_sources(requirement: str, python: str, dest: Path, progress: Progress) -> None:
     """The sdist of `requirement` and wheels of its build backend for the base's Python, into `dest`."""
-    from fleetbench.images.wheelhouse import GLIBC, platform_args
-
     target = ["--python-version", python, "--implementation", "cp", "--abi", f"cp{python.replace('.', '')}"]
     target += ["--abi", "abi3", "--abi", "none", *platform_args(GLIBC.get(python, 28), platform.machine())]
     with progress.task("images", f"fetching the sources of {requirement}"):
@@ -163,18 +162,9 @@ def _download_sources(requirement: str, python: str, dest: Path, progress: Progr
             ["--no-deps", "--no-binary", ":all:", requirement],
             ["--only-binary", ":all:", *target, *BUILD_REQUIREMENTS],
         ):
+            pip = [sys.executable, "-m", "pip", "download", "--disable-pip-version-check", "-q", "--dest", str(dest)]
             done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "--disable-pip-version-check",
-                    "-q",
-                    "--dest",
-                    str(dest),
-                    *argv,
-                ],
+                [*pip, *argv],
                 capture_output=True,
                 text=True,
                 check=False,
