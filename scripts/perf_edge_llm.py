@@ -55,7 +55,8 @@ def build_llama_bench() -> Path:
     with tarfile.open(archive) as tar:
         tar.extractall(src, filter="data")
     vendored = src / archive.name.removesuffix(".tar.gz") / "vendor" / "llama.cpp"
-    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=ON", "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+    # GGML_NATIVE=OFF, as the wheel scripts/setup.sh builds: the same instruction set on both sides
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF"]
     subprocess.run(["cmake", "-S", str(vendored), "-B", str(BUILD), "-G", "Ninja", *flags], check=True)
     subprocess.run(["cmake", "--build", str(BUILD), "--target", "llama-bench", "-j", str(os.cpu_count())], check=True)
     return BUILD / "bin" / "llama-bench"

@@ -65,23 +65,32 @@ setup_venv() {
   local wheelhouse
   wheelhouse=$(llama_cpp_wheel)
   "$VENV/bin/python" -m pip install -q --find-links "$wheelhouse" "$TORCH_SPEC" -e ".[$EXTRAS]"
+  # The same version built with other flags is "already satisfied" for pip: put this build in place.
+  if [[ ",$EXTRAS," == *",llm,"* ]]; then
+    "$VENV/bin/python" -m pip install -q --no-deps --force-reinstall "$wheelhouse"/llama_cpp_python-"${LLAMA_CPP_SPEC#*==}"-*.whl
+  fi
   echo "$want" > "$stamp"
   say "ready: $("$VENV/bin/python" -c 'import torch, fleetbench; print("fleetbench", fleetbench.__version__, "torch", torch.__version__)')"
 }
 
-# llama-cpp-python ships only a source distribution: its CMake build of llama.cpp takes ~20 minutes on
-# 2 cores (9 CPU-minutes). Built once per CPU (GGML_NATIVE: the host's instruction set) into a wheelhouse
-# outside the repository, which pip then reads; nothing is rebuilt while the pin and the CPU stay.
+# llama-cpp-python ships only a source distribution: its CMake build of llama.cpp takes 5-20 minutes on
+# 2 cores (9 CPU-minutes). Built once into a wheelhouse outside the repository, keyed by the pin and the
+# CMake flags, which pip then reads; nothing is rebuilt while they stay (pip's own wheel cache is not
+# used: it is keyed by the sdist alone, not by the flags). Not GGML_NATIVE: -march=native
+# turns on AMX wherever the CPU advertises it, and on a VM that advertises AMX without enabling it
+# (a Sapphire Rapids VM here) every q8_0 matmul died of SIGILL on `tilezero`; llama.cpp's portable set
+# (AVX2, FMA, F16C) runs anywhere x86-64-v3 does, and the edge image's wheel is built the same way.
 LLAMA_CPP_SPEC=${LLAMA_CPP_SPEC:-llama-cpp-python==0.3.36}
+LLAMA_CPP_CMAKE_ARGS=${LLAMA_CPP_CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DLLAMA_CURL=OFF}
 llama_cpp_wheel() {
-  local cpu wheelhouse
-  cpu=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | sha256sum | cut -c1-12)
-  wheelhouse="${FLEETBENCH_WHEELHOUSE:-$HOME/.cache/fleetbench/wheels}/cpu-$cpu"
+  local key wheelhouse
+  key=$(printf '%s\n%s\n%s\n' "$LLAMA_CPP_SPEC" "$LLAMA_CPP_CMAKE_ARGS" "$(uname -m)" | sha256sum | cut -c1-12)
+  wheelhouse="${FLEETBENCH_WHEELHOUSE:-$HOME/.cache/fleetbench/wheels}/llama-$key"
   mkdir -p "$wheelhouse"
   if [[ ",$EXTRAS," == *",llm,"* ]] && ! ls "$wheelhouse"/llama_cpp_python-"${LLAMA_CPP_SPEC#*==}"-*.whl >/dev/null 2>&1; then
     say "building $LLAMA_CPP_SPEC (llama.cpp, CPU) once into $wheelhouse; this takes minutes" >&2
-    CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DGGML_NATIVE=ON}" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-      "$VENV/bin/python" -m pip wheel -q --no-deps --no-binary llama-cpp-python -w "$wheelhouse" "$LLAMA_CPP_SPEC" >&2
+    CMAKE_ARGS="$LLAMA_CPP_CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+      "$VENV/bin/python" -m pip wheel -q --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$wheelhouse" "$LLAMA_CPP_SPEC" >&2
   fi
   echo "$wheelhouse"
 }
