@@ -4,8 +4,7 @@ base, into a cache outside the repository; the wheelhouse then takes them like a
 llama-cpp-python is the one today: its sdist builds llama.cpp with CMake (about five minutes on two
 cores). Built on the base itself, the wheel links the base's glibc and nothing newer; built without
 GGML_NATIVE, it uses the x86-64-v3 instruction set (AVX2, FMA, F16C) that llama.cpp selects then, not
-the build machine's, so the image runs on other hosts. (`make setup`'s wheel for the host venv is
-built with GGML_NATIVE: the host is the machine it runs on.)
+the build machine's, so the image runs on other hosts (`make setup` builds the host venv's the same way).
 
   ~/.cache/fleetbench/wheels/image-py311-x86_64-<digest>/   digest: requirement, CMake flags, recipe
       llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl
