@@ -17,7 +17,6 @@ import hashlib
 import logging
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -27,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
-from fleetbench.images.wheelhouse import GLIBC, platform_args
+from fleetbench.images.wheelhouse import GLIBC, _normal, _req_name, platform_args
 from fleetbench.job import Progress, SilentProgress
 
 if TYPE_CHECKING:
@@ -60,8 +59,7 @@ log = logging.getLogger(__name__)
 
 def requirement_name(requirement: str) -> str:
     """The normalised project name of a requirement line."""
-    match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-    return re.sub(r"[-_.]+", "-", match.group(1)).lower() if match else requirement
+    return _normal(_req_name(requirement))
 
 
 def source_only(requirements: list[str]) -> list[str]:
