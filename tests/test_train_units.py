@@ -10,6 +10,7 @@ import re
 import resource
 import subprocess
 import sys
+import weakref
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ from fleetbench.train.flops import BF16_PEAK_FLOPS, Peak, flops_per_token, mfu, 
 from fleetbench.train.history import HistoryWriter, StepRow, read_history
 from fleetbench.train.launch import failure_from_ranks
 from fleetbench.train.loop import Interval, Totals
-from fleetbench.train.memory import MemoryKnobs, is_out_of_memory, out_of_memory_message
+from fleetbench.train.memory import MemoryKnobs, is_out_of_memory, out_of_memory_as, out_of_memory_message
 from fleetbench.train.plan import ModelShape, check_launch, check_profile_device, resolve_plan
 from fleetbench.train.profiling import PROFILE_DIR, ProfileWindow, StepProfiler, trace_name
 
@@ -230,6 +231,24 @@ def test_init_is_deterministic_and_scaled() -> None:
 
 
 # --- memory --------------------------------------------------------------------------------------------
+def test_out_of_memory_frees_the_failed_steps_tensors_before_reporting() -> None:
+    """The error that replaces an OOM must not keep the failed step's tensors alive while it is reported."""
+    held: list[weakref.ref[torch.Tensor]] = []
+
+    def step() -> None:
+        activations = torch.ones(1024)
+        held.append(weakref.ref(activations))
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: Error code 12 (Cannot allocate memory)")
+
+    to_user_error = out_of_memory_as(lambda exc: UserError(f"out of memory: {exc}"))
+    with pytest.raises(UserError, match="out of memory: DefaultCPUAllocator") as caught, to_user_error:
+        step()
+    assert caught.value.__context__ is not None, "the original error stays for --debug"
+    assert held[0]() is None, "the failed step's tensor is still referenced"
+    with pytest.raises(ValueError, match="shape"), out_of_memory_as(lambda exc: UserError(str(exc))):
+        raise ValueError("shape mismatch")
+
+
 def test_out_of_memory_message_names_the_knobs() -> None:
     exc = RuntimeError(
         "[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate "

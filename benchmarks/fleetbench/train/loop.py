@@ -14,8 +14,7 @@ import logging
 import signal
 import statistics
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import FrameType
@@ -54,7 +53,7 @@ from fleetbench.train.memory import (
     MemorySnapshot,
     apply_memory_cap,
     check_fits,
-    is_out_of_memory,
+    out_of_memory_as,
     out_of_memory_message,
     snapshot,
 )
@@ -262,15 +261,9 @@ class Trainer:
         metrics.inc("fleetbench_train_ooms_total", 1)
         return UserError(out_of_memory_message(exc, where, self.rank, self.device.name, self.knobs))
 
-    @contextmanager
-    def out_of_memory_as_user_error(self, where: str, metrics: MetricRecorder) -> Iterator[None]:
+    def out_of_memory_as_user_error(self, where: str, metrics: MetricRecorder) -> AbstractContextManager[None]:
         """Turn running out of memory inside the block into `oom_error`; other failures pass unchanged."""
-        try:
-            yield
-        except Exception as exc:
-            if is_out_of_memory(exc):
-                raise self.oom_error(exc, where, metrics) from None
-            raise
+        return out_of_memory_as(lambda exc: self.oom_error(exc, where, metrics))
 
     def note(self, text: str, level: int = logging.INFO) -> None:
         """Log `text` once for the job: from rank 0 (the other ranks would repeat it)."""
@@ -280,8 +273,14 @@ class Trainer:
     # --- the run -------------------------------------------------------------------------------
     def run(self, run: BenchmarkRun) -> None:
         """Train `plan.steps` steps into `run` (from a checkpoint when resuming), then summarise."""
+        cap = apply_memory_cap(self.cfg.max_memory_gb, self.device.torch_device)
+        # Under a cap, memory can run out outside a step too (the data, a record, a checkpoint).
+        with self.out_of_memory_as_user_error("outside a step (setup, records or a checkpoint)", run.metrics):
+            self.run_capped(run, cap)
+
+    def run_capped(self, run: BenchmarkRun, cap: str | None) -> None:
+        """`run` once the memory cap is in place."""
         cfg, plan, metrics = self.cfg, self.plan, run.metrics
-        cap = apply_memory_cap(cfg.max_memory_gb, self.device.torch_device)
         mesh = build_mesh(cfg, self.env, self.device) if cfg.fsdp else None
         with self.out_of_memory_as_user_error("while building the model", metrics), self.build.measure():
             model = build_model(cfg, plan, mesh, self.device)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import resource
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -107,6 +110,24 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and (
         "can't allocate memory" in text or "not enough memory" in text or "out of memory" in text.lower()
     )
+
+
+@contextmanager
+def out_of_memory_as(error: Callable[[BaseException], UserError]) -> Iterator[None]:
+    """Raise `error(exc)` for running out of memory inside the block; other failures pass unchanged.
+
+    The failed frames' locals (the step's activations and gradients) are cleared first: the new error
+    keeps the old one as its context, and with it every tensor the failed step held, so under a cap
+    the report and the run's record could not be written without this.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        replacement = error(exc)
+        traceback.clear_frames(exc.__traceback__)  # frames still running (the callers) are skipped
+        raise replacement from None
 
 
 @dataclass(frozen=True)
