@@ -22,9 +22,11 @@ root and a temporary git repository holding a copy of this checkout's `benchmark
   4. 80 % power per figure, the smallest slow-down the test catches in 80 % of comparisons: the A/A
                 trials' own processes with new's samples scaled by (1 - d), judged by compare itself.
 
-Steps 2-4 are reported for both per-process summaries (compare.process_summary): each process's best
-sample (the default) and the median of its samples. compare's exit codes in steps 2 and 3 are those of
-the default; the other summary's figures come from the same processes judged again by compare itself.
+Steps 2-4 are reported for three ways of judging the same processes (VARIANTS): paired by round with
+each process's best sample (the default: compare.pair_rounds, compare.process_summary=best), and
+unpaired (Mann-Whitney U) with each process's best sample or its median. compare's exit codes in
+steps 2 and 3 are those of the default; the other columns come from the same processes judged again
+by compare itself.
 
 The probe: matmul 256 (float32) and a 4 MiB copy, one thread, 0.1 s of timing per figure: its two
 figures are the comparison's family. Prints a table (with the CPU model) and writes --json.
@@ -63,7 +65,12 @@ FLOPS = "fleetbench_probe_achieved_flop_per_second"
 ANCHOR = "    flops = count_flops(op)\n    timed = time_op(op, device, min_run_time_s, threads)\n"
 COPY_ANCHOR = "    timed = time_op(op, device, min_run_time_s, threads)\n    moved = 2 * numel * element_size"
 METRICS = (FLOPS, "fleetbench_probe_achieved_bytes_per_second")
-SUMMARIES = ("best", "median")
+# The ways compare can judge the same processes: the default first (compare.pair_rounds, process_summary).
+VARIANTS: dict[str, dict[str, Any]] = {
+    "paired best": {"pair_rounds": True, "process_summary": "best"},
+    "unpaired best": {"pair_rounds": False, "process_summary": "best"},
+    "unpaired median": {"pair_rounds": False, "process_summary": "median"},
+}
 console = Console(width=150)
 
 
@@ -159,7 +166,7 @@ def side_ref(root: Path, prefix: str, name: str, slowdown: float = 0.0) -> RunRe
     records = [r for folder in folders for r in read_records(folder)]
     if slowdown:
         records = [scaled(r, 1 - slowdown) for r in records]
-    return RunRef(name, f"{prefix}-{name}", records, processes=len(folders))
+    return RunRef(name, f"{prefix}-{name}", records, processes=len(folders), rounds=prefix)
 
 
 def scaled(record: ResultRecord, factor: float) -> ResultRecord:
@@ -168,9 +175,9 @@ def scaled(record: ResultRecord, factor: float) -> ResultRecord:
     return record.model_copy(update={"headline": figures})
 
 
-def judged(root: Path, prefix: str, summary: str, slowdown: float = 0.0) -> dict[str, str]:
-    """compare's verdict on each figure of a trial, with this per-process summary (and a slow-down applied)."""
-    cfg = CompareConfig(process_summary=summary)  # type: ignore[arg-type]
+def judged(root: Path, prefix: str, variant: str, slowdown: float = 0.0) -> dict[str, str]:
+    """compare's verdict on each figure of a trial, judged one way (VARIANTS; and a slow-down applied)."""
+    cfg = CompareConfig(**VARIANTS[variant])
     calibration = read(next((root / "calibration").glob("noise-*.json")))
     base, new = side_ref(root, prefix, "base"), side_ref(root, prefix, "new", slowdown)
     comparison = compare_runs(base, new, settings_from(cfg), calibration=calibration, noise_factor=cfg.noise_factor)
@@ -178,15 +185,15 @@ def judged(root: Path, prefix: str, summary: str, slowdown: float = 0.0) -> dict
 
 
 def power_curves(root: Path, trials: list[Trial]) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Per summary and figure: (slow-down, share of the A/A trials that catch it as worse)."""
-    curves: dict[str, dict[str, list[tuple[float, float]]]] = {s: {m: [] for m in METRICS} for s in SUMMARIES}
-    for summary in SUMMARIES:
+    """Per way of judging and figure: (slow-down, share of the A/A trials that catch it as worse)."""
+    curves: dict[str, dict[str, list[tuple[float, float]]]] = {s: {m: [] for m in METRICS} for s in VARIANTS}
+    for variant in VARIANTS:
         for step in range(1, 31):
             slowdown = step / 200  # 0.5 % to 15 %
-            verdicts = [judged(root, t.prefix, summary, slowdown) for t in trials]
+            verdicts = [judged(root, t.prefix, variant, slowdown) for t in trials]
             for metric in METRICS:
                 share = sum(v.get(metric) == "worse" for v in verdicts) / len(verdicts)
-                curves[summary][metric].append((slowdown, share))
+                curves[variant][metric].append((slowdown, share))
     return curves
 
 
@@ -222,10 +229,10 @@ def main() -> int:
     return 0
 
 
-def shares(root: Path, aa: list[Trial], slow: list[Trial], summary: str) -> dict[str, Any]:
-    """A/A flagged and planted detected under one summary, judged again by compare from the same processes."""
-    aa_v = [judged(root, t.prefix, summary) for t in aa]
-    slow_v = [judged(root, t.prefix, summary) for t in slow]
+def shares(root: Path, aa: list[Trial], slow: list[Trial], variant: str) -> dict[str, Any]:
+    """A/A flagged and planted detected when judged one way, by compare itself from the same processes."""
+    aa_v = [judged(root, t.prefix, variant) for t in aa]
+    slow_v = [judged(root, t.prefix, variant) for t in slow]
     flagged = sum(any(v in ("better", "worse") for v in verdicts.values()) for verdicts in aa_v)
     out: dict[str, Any] = {"aa_flagged": flagged, "aa_flagged_ci": wilson(flagged, len(aa))}
     for metric in METRICS:
@@ -234,6 +241,9 @@ def shares(root: Path, aa: list[Trial], slow: list[Trial], summary: str) -> dict
     caught = sum(any(v == "worse" for v in verdicts.values()) for verdicts in slow_v)
     out["gate_failed"] = (caught, wilson(caught, len(slow)))
     return out
+
+
+DEFAULT = next(name for name, how in VARIANTS.items() if all(getattr(CompareConfig(), k) == v for k, v in how.items()))
 
 
 def summarise(root: Path, aa: list[Trial], slow: list[Trial], curves: Any, args: Any) -> dict[str, Any]:
@@ -245,9 +255,9 @@ def summarise(root: Path, aa: list[Trial], slow: list[Trial], curves: Any, args:
         "planted_extra_work": args.extra,
         "exit_codes": {"aa_nonzero": sum(t.code != 0 for t in aa), "planted_exit_1": sum(t.code == 1 for t in slow)},
         "planted_change_pct_median": {m: statistics.median(v) if v else None for m, v in changes.items()},
-        "by_summary": {s: shares(root, aa, slow, s) for s in SUMMARIES},
+        "by_summary": {s: shares(root, aa, slow, s) for s in VARIANTS},
         "smallest_slowdown_at_80pct_power": {
-            s: {m: next((d for d, p in curves[s][m] if p >= 0.8), None) for m in METRICS} for s in SUMMARIES
+            s: {m: next((d for d, p in curves[s][m] if p >= 0.8), None) for m in METRICS} for s in VARIANTS
         },
         "power_curves": curves,
         "seconds_per_comparison_median": statistics.median(t.seconds for t in aa + slow),
@@ -262,32 +272,32 @@ def pct(pair: Any) -> str:
 def print_table(f: dict[str, Any]) -> None:
     n = f["trials"]
     table = Table(title=f"compare --rounds {f['rounds']}: the gate on real probe runs ({f['cpu_model']})")
-    for column in ("row", *SUMMARIES):
-        table.add_column(column if column == "row" else f"per-process {column}")
+    for column in ("row", *VARIANTS):
+        table.add_column(column if column == "row" else f"{column}{' (default)' if column == DEFAULT else ''}")
     by = f["by_summary"]
     table.add_row(
         "A/A flagged (nominal 5 %, Holm), Wilson 95 % CI",
-        *(pct((by[s]["aa_flagged"], by[s]["aa_flagged_ci"])).format(n=n) for s in SUMMARIES),
+        *(pct((by[s]["aa_flagged"], by[s]["aa_flagged_ci"])).format(n=n) for s in VARIANTS),
     )
     table.add_row(
         f"planted {f['planted_extra_work']:.0%} more work: gate exits 1",
-        *(pct(by[s]["gate_failed"]).format(n=n) for s in SUMMARIES),
+        *(pct(by[s]["gate_failed"]).format(n=n) for s in VARIANTS),
     )
     for metric in METRICS:
         short = metric.removeprefix("fleetbench_probe_achieved_")
         change = f["planted_change_pct_median"][metric]
         table.add_row(
             f"  {short} judged worse (median change {change:+.1f}%)" if change is not None else short,
-            *(pct(by[s][f"detected {metric}"]).format(n=n) for s in SUMMARIES),
+            *(pct(by[s][f"detected {metric}"]).format(n=n) for s in VARIANTS),
         )
         table.add_row(
             f"  {short}: smallest slow-down at 80 % power",
             *(
                 f"{d:.1%}" if (d := f["smallest_slowdown_at_80pct_power"][s][metric]) is not None else "> 15 %"
-                for s in SUMMARIES
+                for s in VARIANTS
             ),
         )
-    table.add_row(f"exit codes of compare ({CompareConfig().process_summary})",
+    table.add_row(f"exit codes of compare ({DEFAULT})",
                   f"A/A non-zero {f['exit_codes']['aa_nonzero']}/{n}; planted exit 1 {f['exit_codes']['planted_exit_1']}/{n}",
                   f"{f['seconds_per_comparison_median']:.0f} s per comparison ({2 * f['rounds']} processes)")  # fmt: skip
     console.print(table)

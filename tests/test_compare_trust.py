@@ -27,6 +27,7 @@ from fleetbench.compare.history import Point, Series, steps
 from fleetbench.compare.noise import min_change_pct
 from fleetbench.compare.statistics import Change, TestSettings, adjust, compare_samples, geometric_mean_speed
 from fleetbench.devices import cpu_model_name
+from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import read_records
 
 FLOPS = "fleetbench_probe_achieved_flop_per_second"
@@ -74,6 +75,55 @@ def test_figures_near_the_float_limit_give_a_verdict_and_no_runtime_warning() ->
         warnings.simplefilter("error")  # a RuntimeWarning (overflow) fails the test
         change = compare_samples(1.7e308, 0.9 * 1.7e308, base, new, "higher")
     assert change.verdict == "worse" and change.change_pct == pytest.approx(-10, abs=1.5)
+
+
+def test_pairs_of_one_round_cancel_what_slowed_the_machine_in_that_round() -> None:
+    # Ten rounds; the machine's speed swings by +-20 % from round to round, and new is 5 % slower than base
+    # in every round (within 0.5 %): unpaired, the swing hides the change; paired by round, it drops out.
+    rng = np.random.default_rng(1)
+    machine = 1 + 0.2 * rng.uniform(-1, 1, 10)
+    base = list(100 * machine * (1 + 0.005 * rng.standard_normal(10)))
+    new = list(95 * machine * (1 + 0.005 * rng.standard_normal(10)))
+    paired = compare_samples(100, 95, base, new, "higher", TestSettings(scope="between processes", paired=True))
+    unpaired = compare_samples(100, 95, base, new, "higher", TestSettings(scope="between processes"))
+    assert paired.method == "between processes, paired by round: wilcoxon signed-rank + bootstrap"
+    assert paired.verdict == "worse" and paired.p_value == pytest.approx(2 / 2**10)  # every pair the same sign
+    assert paired.change_pct == pytest.approx(-5, abs=0.6) and paired.ci_pct is not None and paired.ci_pct[1] < 0
+    assert unpaired.method == "between processes: mann-whitney + bootstrap"
+    assert unpaired.verdict == "no significant change"
+    same = compare_samples(100, 100, base, base, "higher", TestSettings(scope="between processes", paired=True))
+    assert same.p_value == 1.0 and same.verdict == "no significant change"
+
+
+def probe_records(scale: float, processes: int = 10) -> list[ResultRecord]:
+    """One probe record per process, its matmul figure `scale` x a per-process speed with three samples."""
+    now = datetime.now(UTC)
+    rng = np.random.default_rng(int(scale * 100))
+    records = []
+    for process in range(processes):
+        speed = scale * 1e9 * (1 + 0.01 * process)
+        samples = [speed * (1 + 0.001 * x) for x in rng.standard_normal(3)]
+        figure = HeadlineFigure(metric=FLOPS, labels={"size": "256"}, value=float(np.median(samples)), samples=samples)
+        record = ResultRecord(
+            run_id=f"p{process:02d}", benchmark="probe", host="h", device="cpu", backend="cpu", status="ok",
+            config={}, start=now, end=now, duration_s=1, git_revision="g", packages={}, headline=[figure],
+        )  # fmt: skip
+        records.append(record)
+    return records
+
+
+def test_only_processes_of_the_same_rounds_are_paired() -> None:
+    from fleetbench.compare.matching import RunRef, compare_runs
+
+    def side(label: str, rounds: str, scale: float) -> RunRef:
+        records = [record.model_copy(update={"run_id": f"{label}-{record.run_id}"}) for record in probe_records(scale)]
+        return RunRef(label, label, records, processes=len(records), rounds=rounds)
+
+    settings = TestSettings(paired=True)
+    together = compare_runs(side("base", "r1", 1.0), side("new", "r1", 0.9), settings)
+    apart = compare_runs(side("base", "r1", 1.0), side("new", "r2", 0.9), settings)
+    assert together.benchmarks[0].rows[0].note.startswith("between processes, paired by round")
+    assert apart.benchmarks[0].rows[0].note == "between processes: mann-whitney + bootstrap"
 
 
 def test_the_minimum_change_follows_the_noise_by_the_documented_rule() -> None:
@@ -211,9 +261,9 @@ def test_rounds_alternate_processes_test_between_them_and_say_when_they_are_too_
     comparison = report["comparisons"][0]
     assert comparison["scope"] == "between processes" and comparison["processes"] == [3, 3]
     row = report["rows"][0]
-    assert row["method"] == "between processes: mann-whitney + bootstrap" and row["base_samples"] == 3
-    assert row["verdict"] == "no significant change"  # 3 + 3 processes: p is at least 0.1
-    assert any("cannot show a significant change in 1 figure(s)" in n and "--rounds 4" in n
+    assert row["method"] == "between processes, paired by round: wilcoxon signed-rank + bootstrap"
+    assert row["base_samples"] == 3 and row["verdict"] == "no significant change"  # 3 pairs: p is at least 0.25
+    assert any("cannot show a significant change in 1 figure(s)" in n and "--rounds 6" in n
                for n in comparison["benchmarks"][0]["notes"])  # fmt: skip
     order = [line.split(":")[0] for line in result.stderr.splitlines() if line.startswith("round ")]
     assert order == ["round 1/3 base", "round 1/3 new", "round 2/3 new", "round 2/3 base", "round 3/3 base",
@@ -228,14 +278,15 @@ def test_two_commits_in_interleaved_processes_flag_the_planted_slowdown(
     planted: dict[str, object], tmp_path: Path
 ) -> None:
     result = cli(
-        "compare", "--results-dir", str(tmp_path), "--rounds", "4", "--repo", str(planted["repo"]),
+        "compare", "--results-dir", str(tmp_path), "--rounds", "6", "--repo", str(planted["repo"]),
         "--base-rev", str(planted["A"]), "--new-rev", str(planted["B"]), "--run-prefix", "pl", "--format", "json",
         "--", "probe", *MATMUL_ONLY, ok=False,
     )  # fmt: skip
     report = json.loads(result.stdout)
     row = next(r for r in report["rows"] if r["metric"] == FLOPS)
     assert result.returncode == 1 and row["verdict"] == "worse" and row["change_pct"] < -50, result.stderr
-    assert row["method"].startswith("between processes") and (row["base_samples"], row["new_samples"]) == (4, 4)
+    assert row["method"].startswith("between processes, paired by round")  # 6 pairs: p can reach 2 / 2**6
+    assert (row["base_samples"], row["new_samples"]) == (6, 6)
     assert FLOPS in report["regressions"][0]
     commits = {p.name.split("-")[1]: read_records(p)[0].git_revision for p in tmp_path.glob("pl-*")}
     assert commits == {"base": planted["A"], "new": planted["B"]}  # each side ran its own commit

@@ -58,6 +58,7 @@ class RunRef:
     processes: int = 1  # > 1: the records of that many processes of the same configuration
     noise: noise_mod.Calibration | None = None  # kept by a baseline
     crashed: tuple[str, ...] = ()  # processes that ended without a record: "run id: why"
+    rounds: str = ""  # the `compare --rounds` invocation that ran these processes (its prefix); "" otherwise
 
     @property
     def machine(self) -> dict[str, str]:
@@ -387,6 +388,8 @@ def compare_runs(
     """Match the runs' benchmarks and figures and test every pair as one family; refuses runs with nothing
     in common (and no failure of base's benchmarks in new)."""
     pool = base.processes > 1 and new.processes > 1
+    paired = pool and settings.paired and paired_by_round(base, new)
+    settings = dataclasses.replace(settings, paired=paired)
     scope: Scope = "between processes" if pool else "within run"
     how = settings.process_summary
     old, now = headline_records(base, pool, how), headline_records(new, pool, how)
@@ -403,7 +406,7 @@ def compare_runs(
     benchmarks = [_benchmark(name, old[name], now[name], plan, allow_mismatch) for name in common]
     judge_family(benchmarks, plan.settings)
     if pool:
-        note = power_note(base.processes, new.processes, benchmarks, settings.alpha)
+        note = power_note(base.processes, new.processes, benchmarks, settings.alpha, paired)
         for bench in benchmarks[:1] if note else []:
             bench.notes.append(note)
     comparison = Comparison(base, new, benchmarks, sorted(set(old) - set(now)), sorted(set(now) - set(old)))
@@ -414,18 +417,29 @@ def compare_runs(
     return comparison
 
 
-def smallest_p(n_base: int, n_new: int) -> float:
-    """The smallest two-sided p-value Mann-Whitney U can give for samples of these sizes (no ties)."""
+def paired_by_round(base: RunRef, new: RunRef) -> bool:
+    """Whether the two sides' processes ran in the same rounds of one `compare --rounds`, one pair per round
+    (a side of a baseline, or of another invocation, is no pair for any process of this one)."""
+    return bool(base.rounds) and base.rounds == new.rounds and base.processes == new.processes
+
+
+def smallest_p(n_base: int, n_new: int, paired: bool = False) -> float:
+    """The smallest two-sided p-value the test can give for samples of these sizes (no ties): Mann-Whitney
+    U's, or with `paired` the signed-rank test's over min(n_base, n_new) pairs."""
+    if paired:
+        return min(1.0, 2.0 / float(2 ** min(n_base, n_new)))
     return min(1.0, 2.0 / math.comb(n_base + n_new, n_base))
 
 
-def power_note(n_base: int, n_new: int, benchmarks: list[BenchmarkComparison], alpha: float) -> str:
+def power_note(
+    n_base: int, n_new: int, benchmarks: list[BenchmarkComparison], alpha: float, paired: bool = False
+) -> str:
     """A warning when the rounds are too few for any figure to reach significance after the correction."""
     family = sum(1 for bench in benchmarks for row in bench.rows if row.change is not None and row.change.p_value)
-    floor = smallest_p(n_base, n_new) * max(1, family)
+    floor = smallest_p(n_base, n_new, paired) * max(1, family)
     if floor < alpha:
         return ""
-    enough = next(n for n in range(2, 1000) if smallest_p(n, n) * max(1, family) < alpha)
+    enough = next(n for n in range(2, 1000) if smallest_p(n, n, paired) * max(1, family) < alpha)
     return (
         f"{n_base}+{n_new} processes cannot show a significant change in {family} figure(s) at alpha {alpha:g} "
         f"(the smallest corrected p is {floor:.3g}): use --rounds {enough} or more"

@@ -210,8 +210,8 @@ def run_rounds(plan: RoundsPlan, sources: dict[str, Path], report: Callable[[str
 def side_ref(outcome: Outcome, side: Side, label: str) -> RunRef:
     """One side's processes as a run of the comparison (figures checked like any run's)."""
     records = outcome.records[side.name]
-    ref = RunRef(label, f"{outcome.prefix}-{side.name}", records,
-                 processes=len(outcome.run_ids[side.name]), crashed=tuple(outcome.crashed[side.name]))  # fmt: skip
+    ref = RunRef(label, f"{outcome.prefix}-{side.name}", records, processes=len(outcome.run_ids[side.name]),
+                 crashed=tuple(outcome.crashed[side.name]), rounds=outcome.prefix)  # fmt: skip
     check_records(label, records)
     return ref
 

@@ -8,6 +8,12 @@ the test can see, and every row says which it used (`scope`):
 - **between processes** (`compare --rounds N`): one sample per process, that process's best sample
   (or, with compare.process_summary=median, the median of its samples). Independent, and the
   run-to-run variance is inside the test, as with pyperf's worker processes and asv's interleaved rounds.
+- **between processes, paired by round** (`compare --rounds N`, compare.pair_rounds, the default): the
+  same per-process figures, but each round's base and new process, run one after the other, are a
+  pair. The test is Wilcoxon's signed-rank test on the pairs' log ratios (scipy.stats.wilcoxon) and
+  the change is the exponential of their median, with a bootstrap interval over the pairs: what
+  slowed the machine for a round (a neighbour on the host, a frequency step) slows both of its
+  processes and drops out of the ratio.
 - **within run** (a single pair of runs): the steps (timed blocks, tries) of one process each. Not
   independent, and blind to the run-to-run drift that dominates on shared machines, so its minimum
   change has to carry that drift (see `min_change_pct` in `compare/noise.py`).
@@ -30,7 +36,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -44,6 +50,7 @@ Scope = Literal["within run", "between processes"]
 Correction = Literal["holm", "fdr_bh", "none"]
 Summary = Literal["median", "best"]
 SAMPLE_METHOD = "mann-whitney + bootstrap"
+PAIRED_METHOD = "paired by round: wilcoxon signed-rank + bootstrap"
 SINGLE = "single value"
 
 # Fewer samples than this on a side and the test has no power; the threshold decides instead.
@@ -67,6 +74,7 @@ class TestSettings:
     correction: Correction = "holm"
     scope: Scope = "within run"
     process_summary: Summary = "best"
+    paired: bool = False  # the samples are processes paired by round: base[i] ran beside new[i]
 
 
 def settings_from(cfg: CompareConfig) -> TestSettings:
@@ -74,6 +82,7 @@ def settings_from(cfg: CompareConfig) -> TestSettings:
     return TestSettings(
         cfg.alpha, cfg.confidence_level, cfg.min_change_pct, cfg.single_value_threshold_pct,
         cfg.bootstrap_resamples, cfg.seed, cfg.correction, process_summary=cfg.process_summary,
+        paired=cfg.pair_rounds,
     )  # fmt: skip
 
 
@@ -113,6 +122,10 @@ class Change:
 
 def _ratio_of_medians(base: np.ndarray, new: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.asarray(np.median(new, axis=axis) / np.median(base, axis=axis))
+
+
+def _median(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.asarray(np.median(values, axis=axis))
 
 
 def _verdict(ratio: float, significant: bool, better: Better | None) -> Verdict:
@@ -158,13 +171,18 @@ def judge(change: Change, p: float | None, better: Better | None, settings: Test
 
 def _interval(base: np.ndarray, new: np.ndarray, settings: TestSettings) -> tuple[float, float]:
     """The bootstrap interval of the ratio of medians (percentile method, seeded)."""
+    return _bootstrap((base, new), _ratio_of_medians, settings)
+
+
+def _bootstrap(data: tuple[np.ndarray, ...], statistic: Any, settings: TestSettings) -> tuple[float, float]:
+    """A percentile bootstrap interval of `statistic` over `data` (seeded: the same runs, the same interval)."""
     from scipy import stats  # the `compare` extra; formatting and matching work without it
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         interval = stats.bootstrap(
-            (base, new),
-            _ratio_of_medians,
+            data,
+            statistic,
             vectorized=True,
             n_resamples=settings.bootstrap_resamples,
             confidence_level=settings.confidence_level,
@@ -211,6 +229,8 @@ def _compare(
     ratio = float(_ratio_of_medians(base, new))
     if not math.isfinite(ratio):
         raise ValueError(f"the change is out of range (ratio {ratio})")
+    if settings.paired and len(base) == len(new) and (base > 0).all() and (new > 0).all():
+        return _compare_pairs(base_value, new_value, base, new, better, settings)
     method = f"{settings.scope}: {SAMPLE_METHOD}"
     if np.array_equal(np.sort(base), np.sort(new)):
         # Identical samples: nothing to resample, and Mann-Whitney's answer is known (p = 1).
@@ -222,6 +242,30 @@ def _compare(
     low, high = _interval(base, new, settings)
     change = Change(base_value, new_value, ratio, low, high, p_value, method, False, "no significant change",
                     settings.min_change_pct)  # fmt: skip
+    return judge(change, p_value, better, settings)
+
+
+def _compare_pairs(
+    base_value: float,
+    new_value: float,
+    base: np.ndarray,
+    new: np.ndarray,
+    better: Better | None,
+    settings: TestSettings,
+) -> Change:
+    """Processes paired by round: Wilcoxon signed-rank on the log ratios, the change their median's exponential."""
+    from scipy import stats
+
+    log_ratios = np.log(new) - np.log(base)
+    ratio = float(np.exp(np.median(log_ratios)))
+    method = f"{settings.scope}, {PAIRED_METHOD}"
+    if not log_ratios.any():  # every pair equal: nothing to rank or resample (p = 1)
+        return Change(base_value, new_value, ratio, 1.0, 1.0, 1.0, method, False,
+                      _verdict(ratio, False, better), settings.min_change_pct)  # fmt: skip
+    p_value = float(stats.wilcoxon(log_ratios, alternative="two-sided").pvalue)
+    low, high = _bootstrap((log_ratios,), _median, settings)
+    change = Change(base_value, new_value, ratio, math.exp(low), math.exp(high), p_value, method, False,
+                    "no significant change", settings.min_change_pct)  # fmt: skip
     return judge(change, p_value, better, settings)
 
 

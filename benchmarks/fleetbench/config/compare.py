@@ -42,6 +42,12 @@ class CompareConfig(StrictModel):
         "only slows a process down; README: 17/20 planted slow-downs caught against 3/20 by the median, the same "
         "0/20 false positives) or the median of its samples",
     )
+    pair_rounds: bool = Field(
+        default=True,
+        description="compare --rounds: test each round's base and new process as a pair (Wilcoxon signed-rank "
+        "on their log ratios), so that what slowed the machine during a round falls on both; false: Mann-Whitney U "
+        "on the two sides as independent samples",
+    )
     rounds: int = Field(default=10, ge=2, le=1000, description="processes per side of compare --rounds (--rounds N)")
     bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="of the bootstrap: the same runs, the same interval")
