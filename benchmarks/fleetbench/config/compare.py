@@ -18,7 +18,12 @@ HEADLINE_METRICS = frozenset(name for names in HEADLINES.values() for name in na
 class CompareConfig(StrictModel):
     """Significance test, effect size and the regression gate of `fleetbench compare`."""
 
-    alpha: float = Field(default=0.05, gt=0, lt=1, description="Mann-Whitney U rejects below this p-value")
+    alpha: float = Field(
+        default=0.05,
+        gt=0,
+        lt=1,
+        description="the test (Mann-Whitney U, or the signed-rank test on pairs) rejects below this p-value",
+    )
     confidence_level: float = Field(default=0.95, gt=0.5, lt=1, description="of the bootstrap interval")
     min_change_pct: float = Field(
         default=1.0, ge=0, le=1000, description="smaller changes are no significant change, however certain"
