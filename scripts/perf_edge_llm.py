@@ -3,8 +3,12 @@
 The same GGUF (the llama3-debug model, q8_0 and f32), the same threads and the same pp/tg lengths:
 fleetbench's worker (what `fleetbench edge llm` runs) and llama-bench, built with CMake from the very
 sources llama-cpp-python vendors (its sdist, the version the llm extra pins), alternate round by
-round (A B A B ...) so drift hits both. The ratio fleetbench / llama-bench of the medians should lie
-within 10 %: the suite adds no overhead of its own to what it measures.
+round (A B, B A, ...). Each side's figure in a round is the median of its repetitions (fleetbench's
+tries; llama-bench's own samples_ts, not its mean), and the row is the median over the rounds of each
+round's ratio fleetbench / llama-bench: the two measurements of a round ran back to back, so what
+slowed the machine then (a neighbour on a shared host swings these short runs by 30 % from minute to
+minute) slows both and drops out. It should lie within 10 %: the suite adds no overhead of its own to
+what it measures.
 
 PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench/bin/llama-bench;
 `--build` builds it there (minutes). Not a test: prints the table and exits 0 (also when llama-bench or
@@ -27,7 +31,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-ROUNDS = 5
+ROUNDS = 11
+REPEATS = 5  # tries of fleetbench's worker, repetitions of llama-bench (-r), per round
 PP, TG = 128, 32
 CACHE = Path.home() / ".cache" / "fleetbench"
 BUILD = CACHE / "build" / "llama-bench"
@@ -75,8 +80,8 @@ def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
         "prompt": [(i * 37) % 2048 for i in range(PP)],
         "gen_tokens": TG,
         "agree_tokens": 1,
-        "min_tries": 3,
-        "max_tries": 3,
+        "min_tries": REPEATS,
+        "max_tries": REPEATS,
         "cv_target": 1.0,
         "logits_out": str(scratch / "logits.npy"),
     }
@@ -87,8 +92,9 @@ def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
 
 
 def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
-    """(pp, tg) tokens/s of llama-bench on the same file: its own mean over 3 repetitions; flash attention
-    off, as llama-cpp-python's default."""
+    """(pp, tg) tokens/s of llama-bench on the same file: the median of its REPEATS samples (after its own
+    warm-up run), both from an empty context as fleetbench's tries; flash attention off, as
+    llama-cpp-python's default."""
     done = subprocess.run(
         [
             str(binary),
@@ -101,7 +107,7 @@ def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
             "-t",
             str(threads),
             "-r",
-            "3",
+            str(REPEATS),
             "-fa",
             "0",
             "-o",
@@ -112,9 +118,9 @@ def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
         check=True,
     )
     tests = json.loads(done.stdout)
-    pp = next(t["avg_ts"] for t in tests if t["n_prompt"] == PP and t["n_gen"] == 0)
-    tg = next(t["avg_ts"] for t in tests if t["n_gen"] == TG and t["n_prompt"] == 0)
-    return float(pp), float(tg)
+    pp = next(t["samples_ts"] for t in tests if t["n_prompt"] == PP and t["n_gen"] == 0)
+    tg = next(t["samples_ts"] for t in tests if t["n_gen"] == TG and t["n_prompt"] == 0)
+    return float(statistics.median(pp)), float(statistics.median(tg))
 
 
 def main() -> int:
@@ -143,7 +149,7 @@ def main() -> int:
         "?",
     )
     table = Table(
-        title=f"fleetbench perf, edge llm: llama.cpp pp{PP} tg{TG}, {threads} threads, {cpu} (medians of {ROUNDS} rounds)"
+        title=f"fleetbench perf, edge llm: llama.cpp pp{PP} tg{TG}, {threads} threads, {cpu} (median of {ROUNDS} rounds' ratios)"
     )
     for column in ("row", "ratio", "fleetbench", "llama-bench"):
         table.add_column(column, justify="left" if column == "row" else "right")
@@ -163,7 +169,7 @@ def main() -> int:
                     a.append(ours(path, threads, scratch))
             for phase, i in (("pp", 0), ("tg", 1)):
                 mine, ref = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
-                ratio = mine / ref
+                ratio = statistics.median(x[i] / y[i] for x, y in zip(a, b, strict=True))
                 note = "" if 0.9 <= ratio <= 1.1 else " [yellow]outside 10 %[/]"
                 table.add_row(
                     f"{dtype} {phase} tok/s, fleetbench / llama-bench (target 0.9-1.1){note}",
