@@ -99,7 +99,7 @@ def handle_noise(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.compare import noise, rounds
     from fleetbench.compare.baselines import Baseline, set_baseline
     from fleetbench.compare.matching import by_process, compare_runs
-    from fleetbench.compare.statistics import TestSettings
+    from fleetbench.compare.statistics import settings_from
     from fleetbench.config.compare import CompareConfig
 
     _check(args)
@@ -120,6 +120,9 @@ def handle_noise(args: argparse.Namespace, console: Console) -> int:
         console.print(f"baseline {args.baseline}: {set_baseline(root, baseline)}", markup=False)
     base = rounds.side_ref(outcome, rounds.Side("base"), "A")
     new = rounds.side_ref(outcome, rounds.Side("new"), "A again")
-    check = compare_runs(base, new, TestSettings(), calibration=calibration, noise_factor=defaults.noise_factor)
+    # The A/A check judged as compare judges by default (paired by round, per-process best)
+    check = compare_runs(
+        base, new, settings_from(defaults), calibration=calibration, noise_factor=defaults.noise_factor
+    )
     display.show(Console(width=160), [check], [])
     return 0
