@@ -254,9 +254,9 @@ def test_an_introduced_failure_stops_the_rounds_and_fails_the_gate(planted: dict
     assert "fleetbench-rounds-" not in git(planted["repo"], "worktree", "list")  # the checkouts are gone  # type: ignore[arg-type]
 
 
-def test_rounds_alternate_processes_test_between_them_and_say_when_they_are_too_few(tmp_path: Path) -> None:
+def test_rounds_alternate_processes_pair_them_when_asked_and_say_when_they_are_too_few(tmp_path: Path) -> None:
     result = cli("compare", "--results-dir", str(tmp_path), "--rounds", "3", "--run-prefix", "aa", "--format", "json",
-                 "--", "probe", *MATMUL_ONLY)  # fmt: skip
+                 "--set", "compare.pair_rounds=true", "--", "probe", *MATMUL_ONLY)  # fmt: skip
     report = json.loads(result.stdout)
     comparison = report["comparisons"][0]
     assert comparison["scope"] == "between processes" and comparison["processes"] == [3, 3]
@@ -278,15 +278,15 @@ def test_two_commits_in_interleaved_processes_flag_the_planted_slowdown(
     planted: dict[str, object], tmp_path: Path
 ) -> None:
     result = cli(
-        "compare", "--results-dir", str(tmp_path), "--rounds", "6", "--repo", str(planted["repo"]),
+        "compare", "--results-dir", str(tmp_path), "--rounds", "4", "--repo", str(planted["repo"]),
         "--base-rev", str(planted["A"]), "--new-rev", str(planted["B"]), "--run-prefix", "pl", "--format", "json",
         "--", "probe", *MATMUL_ONLY, ok=False,
     )  # fmt: skip
     report = json.loads(result.stdout)
     row = next(r for r in report["rows"] if r["metric"] == FLOPS)
     assert result.returncode == 1 and row["verdict"] == "worse" and row["change_pct"] < -50, result.stderr
-    assert row["method"].startswith("between processes, paired by round")  # 6 pairs: p can reach 2 / 2**6
-    assert (row["base_samples"], row["new_samples"]) == (6, 6)
+    assert row["method"] == "between processes: mann-whitney + bootstrap"
+    assert (row["base_samples"], row["new_samples"]) == (4, 4)
     assert FLOPS in report["regressions"][0]
     commits = {p.name.split("-")[1]: read_records(p)[0].git_revision for p in tmp_path.glob("pl-*")}
     assert commits == {"base": planted["A"], "new": planted["B"]}  # each side ran its own commit

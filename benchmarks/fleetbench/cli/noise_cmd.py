@@ -120,7 +120,7 @@ def handle_noise(args: argparse.Namespace, console: Console) -> int:
         console.print(f"baseline {args.baseline}: {set_baseline(root, baseline)}", markup=False)
     base = rounds.side_ref(outcome, rounds.Side("base"), "A")
     new = rounds.side_ref(outcome, rounds.Side("new"), "A again")
-    # The A/A check judged as compare judges by default (paired by round, per-process best)
+    # The A/A check is judged as compare judges with the default settings
     check = compare_runs(
         base, new, settings_from(defaults), calibration=calibration, noise_factor=defaults.noise_factor
     )

@@ -48,10 +48,11 @@ class CompareConfig(StrictModel):
         "0/20 false positives) or the median of its samples",
     )
     pair_rounds: bool = Field(
-        default=True,
+        default=False,
         description="compare --rounds: test each round's base and new process as a pair (Wilcoxon signed-rank "
-        "on their log ratios), so that what slowed the machine during a round falls on both; false: Mann-Whitney U "
-        "on the two sides as independent samples",
+        "on their log ratios), for machines whose speed drifts over minutes (a device heating up); off: "
+        "Mann-Whitney U on the two sides, which caught as many planted slow-downs on a shared VM whose "
+        "disturbances hit single processes (README)",
     )
     rounds: int = Field(default=10, ge=2, le=1000, description="processes per side of compare --rounds (--rounds N)")
     bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
