@@ -212,17 +212,6 @@ def images(engine: Any, base_seconds: float, tmp_path_factory: pytest.TempPathFa
 
 
 @pytest.fixture(scope="session")
-def local_cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """The session's local cluster (3 SSH nodes, Slurm groups in the inventory), brought up on first use by
-    the deploy, ncu-deploy and Slurm modules; removed at the end of the session."""
-    from docker_support import LocalCluster
-
-    cluster = LocalCluster(images, tmp_path_factory.mktemp("cluster"))
-    yield cluster
-    cluster.down()
-
-
-@pytest.fixture(scope="session")
 def vulkan() -> None:
     """A Vulkan adapter (lavapipe on machines without a GPU), or the test skips with the reason."""
     from fleetbench.edge import gpu
