@@ -8,12 +8,13 @@ the test can see, and every row says which it used (`scope`):
 - **between processes** (`compare --rounds N`): one sample per process, that process's best sample
   (or, with compare.process_summary=median, the median of its samples). Independent, and the
   run-to-run variance is inside the test, as with pyperf's worker processes and asv's interleaved rounds.
-- **between processes, paired by round** (`compare --rounds N`, compare.pair_rounds, the default): the
+- **between processes, paired by round** (`compare --rounds N` with compare.pair_rounds=true): the
   same per-process figures, but each round's base and new process, run one after the other, are a
   pair. The test is Wilcoxon's signed-rank test on the pairs' log ratios (scipy.stats.wilcoxon) and
   the change is the exponential of their median, with a bootstrap interval over the pairs: what
-  slowed the machine for a round (a neighbour on the host, a frequency step) slows both of its
-  processes and drops out of the ratio.
+  slowed the machine for a whole round (a device heating up, a frequency step) slows both of its
+  processes and drops out of the ratio. Off by default: where disturbances hit single processes it
+  caught no more (README, "How far the gate can be trusted").
 - **within run** (a single pair of runs): the steps (timed blocks, tries) of one process each. Not
   independent, and blind to the run-to-run drift that dominates on shared machines, so its minimum
   change has to carry that drift (see `min_change_pct` in `compare/noise.py`).
