@@ -61,14 +61,17 @@ def schedule_for_workers(items: list[pytest.Item]) -> None:
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    ordered: list[tuple[int, int, pytest.Item]] = []
+    ordered: list[tuple[int, bool, int, pytest.Item]] = []
     for position, module in enumerate(modules.values()):
         rank, group = worker_group(module)
+        # Within a group, the modules on the session's local cluster go last: the cluster stays up from
+        # its first use to the end, running containers of the images the image tests remove and load.
+        on_cluster = any("local_cluster" in item.fixturenames for item in module)
         for item in module:
             item.add_marker(pytest.mark.xdist_group(group))
-            ordered.append((rank, position, item))
-    ordered.sort(key=lambda entry: (entry[0], entry[1]))  # stable: collection order within a module
-    items[:] = [item for _, _, item in ordered]
+            ordered.append((rank, on_cluster, position, item))
+    ordered.sort(key=lambda entry: entry[:3])  # stable: collection order within a module
+    items[:] = [entry[3] for entry in ordered]
 
 
 @pytest.hookimpl(wrapper=True)  # runs before every plugin's own: pytest-xdist reads the groups in its
@@ -209,6 +212,17 @@ def images(engine: Any, base_seconds: float, tmp_path_factory: pytest.TempPathFa
     from docker_support import build_cold, snapshot_context
 
     return build_cold(engine, base_seconds, snapshot_context(tmp_path_factory.mktemp("context")))
+
+
+@pytest.fixture(scope="session")
+def local_cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The session's local cluster (3 SSH nodes, Slurm groups in the inventory), brought up on first use by
+    the deploy, ncu-deploy and Slurm modules; removed at the end of the session."""
+    from docker_support import LocalCluster
+
+    cluster = LocalCluster(images, tmp_path_factory.mktemp("cluster"))
+    yield cluster
+    cluster.down()
 
 
 @pytest.fixture(scope="session")

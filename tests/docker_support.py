@@ -1,5 +1,6 @@
 """Shared pieces of the image tests: the Docker engine, a per-session image namespace, cold builds of
-the cpu images, and the monitoring images running as containers on free loopback ports.
+the cpu images, the monitoring images running as containers on free loopback ports, and the session's
+local cluster.
 
 The engine is started by `scripts/dockerd.sh` (as `make test` does); tests skip only when it cannot
 start, with the script's reason. Every image a session builds lives in its own namespace
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from conftest import REPO
-from fleetbench.services.stack import free_port
+from fleetbench.services.stack import free_port, port_in_use
 
 NAMESPACE_PREFIX = "fbtest"
 SESSION_NAMESPACE = f"{NAMESPACE_PREFIX}{os.getpid()}"
@@ -211,3 +213,67 @@ def stop_monitoring(containers: list[Any]) -> None:
     for container in containers:
         with contextlib.suppress(Exception):
             container.remove(force=True)
+
+
+# The images the local cluster's playbooks start (site: monitoring, a 2-node job, the edge run; Slurm).
+CLUSTER_IMAGES = ("trainer", "edge-vulkan", "prometheus", "pushgateway", "node-exporter", "node")
+
+
+@dataclass
+class LocalCluster:
+    """The session's one local cluster of 3 SSH nodes, with the slurm playbook's groups in its inventory.
+
+    The deploy, ncu-deploy and Slurm modules share it (each bring-up costs the nodes, then every
+    playbook's first run on them). `up()` brings it up on first use, and again after a test took it
+    down, so that any one module runs on its own too.
+    """
+
+    images: SessionImages
+    state: Path
+    images_built: bool = False
+
+    @property
+    def inventory(self) -> Path:
+        return self.state / "inventory"
+
+    def node(self, name: str) -> Any:
+        """The node container `name` (node1..node3)."""
+        return self.images.client.containers.get(f"{self.images.namespace}-{name}")
+
+    def up(self) -> Path:
+        """The cluster's inventory folder, with every node running (brought up when none is)."""
+        from fleetbench.deploy.cluster import LABEL, cluster_up
+        from fleetbench.images.build import build_images
+
+        running = self.images.client.containers.list(filters={"label": f"{LABEL}={self.images.namespace}"})
+        if len(running) == 3 and (self.inventory / "hosts.yml").is_file():
+            return self.inventory
+        missing = [name for name in CLUSTER_IMAGES if name not in self.images.results]
+        # The session built the job images; these build on the same base in seconds. They are not added
+        # to the session's built images: those are the job images the image tests check (non-root, size
+        # budget), and `node` is an SSH host that runs as root on purpose.
+        if missing and not self.images_built:
+            build_images(
+                missing,
+                "cpu",
+                context=self.images.context,
+                namespace=self.images.namespace,
+                client=self.images.client,
+                source=self.images.source,
+            )
+            self.images_built = True
+        return cluster_up(3, self.state, namespace=self.images.namespace, slurm=True)
+
+    def start_again(self, name: str, timeout_s: float = 60) -> None:
+        """Start a stopped node again and wait until its sshd answers (its daemons stay stopped)."""
+        hosts = yaml.safe_load((self.inventory / "hosts.yml").read_text())["all"]["hosts"]
+        self.node(name).start()
+        deadline = time.monotonic() + timeout_s
+        while not port_in_use(hosts[name]["ansible_port"]):
+            assert time.monotonic() < deadline, f"{name}: sshd did not answer within {timeout_s:.0f} s"
+            time.sleep(0.2)
+
+    def down(self) -> None:
+        from fleetbench.deploy.cluster import cluster_down
+
+        cluster_down(self.state, namespace=self.images.namespace)

@@ -1,14 +1,15 @@
 """The playbooks end to end on a local cluster of real SSH nodes (containers on 127.0.0.1).
 
-node1 runs monitoring (Prometheus, Pushgateway) and the edge playbook; node2 and node3 run one
-2-node FSDP2 job (gloo) through torchrun's c10d rendezvous. Every node runs node_exporter.
+node1 runs monitoring (Prometheus, Pushgateway), slurmctld and the edge playbook; node2 and node3 run
+one 2-node FSDP2 job (gloo) through torchrun's c10d rendezvous, and slurmd. Every node runs
+node_exporter. The cluster is the session's (`local_cluster`), shared with the ncu-deploy and Slurm
+modules, so the site playbook here is also the Slurm cluster's first deploy.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,29 +21,13 @@ from fleetbench.results.store import read_records
 from fleetbench.services.prometheus_api import PrometheusClient
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]  # may pay the cold image builds
-CLUSTER_IMAGES = ("trainer", "edge-vulkan", "prometheus", "pushgateway", "node-exporter", "node")
 
 
-@pytest.fixture(scope="module")
-def cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Three nodes of this session's image namespace, and their generated inventory."""
-    from fleetbench.deploy.cluster import cluster_down, cluster_up
-    from fleetbench.images.build import build_images
-
-    missing = [name for name in CLUSTER_IMAGES if name not in images.results]
-    if missing:  # the session built the job images; the node images build on the same base in seconds
-        build_images(
-            missing,
-            "cpu",
-            context=images.context,
-            namespace=images.namespace,
-            client=images.client,
-            source=images.source,
-        )
-    state = tmp_path_factory.mktemp("cluster")
-    inventory = cluster_up(3, state, namespace=images.namespace)
-    yield inventory
-    cluster_down(state, namespace=images.namespace)
+@pytest.fixture
+def cluster(local_cluster: Any) -> Path:
+    """The inventory of the session's local cluster (`local_cluster` in conftest.py), every node up."""
+    inventory: Path = local_cluster.up()
+    return inventory
 
 
 def deploy(playbook: str, inventory: Path, results: Path, run_id: str, *extra: str) -> tuple[int, str, dict[str, Any]]:
@@ -73,7 +58,7 @@ def host_stats(deploy_dir: Path, playbook: str) -> dict[str, Any]:
     return {}
 
 
-def test_site_end_to_end_then_idempotent_then_a_dead_node(cluster: Path, tmp_path: Path) -> None:
+def test_site_end_to_end_then_idempotent_then_a_dead_node(cluster: Path, local_cluster: Any, tmp_path: Path) -> None:
     hosts = yaml.safe_load((cluster / "hosts.yml").read_text())["all"]
     prometheus = PrometheusClient(f"http://127.0.0.1:{hosts['vars']['fleetbench_prometheus_port']}")
 
@@ -107,16 +92,16 @@ def test_site_end_to_end_then_idempotent_then_a_dead_node(cluster: Path, tmp_pat
     assert all(count == 0 for count in stats["changed"].values()), stats["changed"]
 
     # A node stopped before the run: reported unreachable, the others finish and are collected.
-    import docker
-
-    client = docker.from_env()
-    client.containers.get(f"{hosts['vars']['fleetbench_name_prefix']}-node3").stop(timeout=2)
-    rc, log, _ = deploy("edge", cluster, tmp_path, "fault-1")
-    assert rc == 0, log[-4000:]
-    started = time.monotonic()
-    rc, log, stats = deploy("collect", cluster, tmp_path, "fault-1")
-    assert rc == 1
-    assert "node3" in stats["dark"] and {"node1", "node2"} <= set(stats["ok"])
-    assert "unreachable" in log
-    assert time.monotonic() - started < 120
-    assert [r.benchmark for r in read_records(tmp_path / "fault-1" / "hosts" / "node1")] == ["edge"]
+    local_cluster.node("node3").stop(timeout=2)
+    try:
+        rc, log, _ = deploy("edge", cluster, tmp_path, "fault-1")
+        assert rc == 0, log[-4000:]
+        started = time.monotonic()
+        rc, log, stats = deploy("collect", cluster, tmp_path, "fault-1")
+        assert rc == 1
+        assert "node3" in stats["dark"] and {"node1", "node2"} <= set(stats["ok"])
+        assert "unreachable" in log
+        assert time.monotonic() - started < 120
+        assert [r.benchmark for r in read_records(tmp_path / "fault-1" / "hosts" / "node1")] == ["edge"]
+    finally:  # the next modules on this cluster find node3 back (its Slurm daemons restart on their deploy)
+        local_cluster.start_again("node3")

@@ -2,9 +2,10 @@
 playbook to 3 nodes (node1 the controller, node2 and node3 compute nodes), and FSDP2 jobs submitted
 with `fleetbench slurm submit` through the controller over SSH.
 
-One bring-up for the whole module (the most expensive part): nodes, the monitoring playbook
-(Prometheus, Pushgateway), the slurm playbook. The tests then run in file order on it; the fault
-test stops a slurmd and starts it again, so later tests find both nodes back.
+The cluster is the session's (`local_cluster`, shared with the deploy and ncu-deploy modules): the
+module deploys monitoring (Prometheus, Pushgateway) and the slurm playbook on it, which after the site
+test only starts what its stopped node lost. The tests then run in file order; the fault test stops a
+slurmd and starts it again, so later tests find both nodes back, and the last takes the cluster down.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,6 @@ from fleetbench.services.prometheus_api import PrometheusClient
 from test_deploy_cluster import deploy
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.timeout(1800)]  # may pay the cold image builds
-CLUSTER_IMAGES = ("trainer", "prometheus", "pushgateway", "node-exporter", "node")
 LONG = "5000"  # steps of a job that is ended on purpose long before it would finish
 
 
@@ -65,41 +64,27 @@ class SlurmCluster:
 
 
 @pytest.fixture(scope="module")
-def slurm_cluster(images: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
-    """Three nodes with Slurm (and monitoring) deployed, for every test of the module."""
-    from fleetbench.deploy.cluster import cluster_down, cluster_up
-    from fleetbench.images.build import build_images
-
+def slurm_cluster(local_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> SlurmCluster:
+    """The session's local cluster with Slurm (and monitoring) deployed, for every test of the module."""
     started = time.monotonic()
-    missing = [name for name in CLUSTER_IMAGES if name not in images.results]
-    if missing:  # the session built the job images; these build on the same base in seconds
-        build_images(
-            missing,
-            "cpu",
-            context=images.context,
-            namespace=images.namespace,
-            client=images.client,
-            source=images.source,
-        )
-    state = tmp_path_factory.mktemp("slurm-cluster")
+    inventory = local_cluster.up()
     results = tmp_path_factory.mktemp("slurm-results")
-    inventory = cluster_up(3, state, namespace=images.namespace, slurm=True)
+    # Where the site test ran first, both are there already and this starts what a stopped node lost.
     for playbook in ("monitoring", "slurm"):
         rc, log, _ = deploy(playbook, inventory, results, f"bring-up-{playbook}")
         assert rc == 0, log[-4000:]
     port = yaml.safe_load((inventory / "hosts.yml").read_text())["all"]["vars"]["fleetbench_prometheus_port"]
     cluster = SlurmCluster(
         inventory,
-        state,
-        images.namespace,
+        local_cluster.state,
+        local_cluster.images.namespace,
         results,
         PrometheusClient(f"http://127.0.0.1:{port}"),
-        images.client,
+        local_cluster.images.client,
         time.monotonic() - started,
     )
     print(f"slurm cluster bring-up (nodes, monitoring, slurm): {cluster.bring_up_s:.0f} s")
-    yield cluster
-    cluster_down(state, namespace=images.namespace)
+    return cluster
 
 
 def submitted_id(result: subprocess.CompletedProcess[str]) -> int:
