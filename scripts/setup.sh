@@ -69,11 +69,12 @@ setup_venv() {
   say "ready: $("$VENV/bin/python" -c 'import torch, fleetbench; print("fleetbench", fleetbench.__version__, "torch", torch.__version__)')"
 }
 
-# uv resolves and installs the same packages as pip in seconds instead of minutes (3 min -> 16 s
-# here, most of `make setup` on a fresh clone). It does not read pip's configuration, so the settings
-# that choose where packages come from (find-links, index URLs, constraints, the CA bundle) are handed
-# over from `pip config list`: a machine whose pip takes torch's CPU wheel from a local folder gets
-# the same wheel through uv, not PyPI's CUDA build. The pip that `python -m venv` put in the venv stays.
+# uv resolves and installs the same packages as pip, in parallel: a fresh venv in about a minute
+# instead of 3 (most of `make setup` on a fresh clone; its bytecode compilation is most of that minute).
+# It does not read pip's configuration, so the settings that choose where packages come from
+# (find-links, index URLs, constraints, the CA bundle) are handed over from `pip config list`: a
+# machine whose pip takes torch's CPU wheel from a local folder gets the same wheel through uv, not
+# PyPI's CUDA build. The pip that `python -m venv` put in the venv stays.
 UV_SPEC=${UV_SPEC:-uv==0.13.9}
 uv_args_from_pip_config() {
   local line key value item
@@ -96,12 +97,15 @@ install_with_uv() {
   [ -n "$cert" ] && [ -z "${SSL_CERT_FILE:-}" ] && tls=(env SSL_CERT_FILE="$cert")
   # pip considers every index for every package; uv's default stops at the first index that has it.
   # torch's exact pin is part of the request, so nothing resolves to a multi-GB CUDA build by accident.
-  "${tls[@]}" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" \
+  # --compile-bytecode: as pip does. Where PYTHONDONTWRITEBYTECODE is set, a venv without .pyc files
+  # compiles torch's sources again in every process (every CLI call, every rank): the test suite took
+  # 29 minutes instead of 18-20.
+  "${tls[@]}" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --compile-bytecode \
     --index-strategy unsafe-best-match "${uv_args[@]}" --find-links "$wheelhouse" \
     "$TORCH_SPEC" -e ".[$EXTRAS]" || return 1
   # The same version built with other flags counts as installed: put this build in place.
   if [[ ",$EXTRAS," == *",llm,"* ]]; then
-    "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps --reinstall \
+    "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --compile-bytecode --no-deps --reinstall \
       "$wheelhouse"/llama_cpp_python-"${LLAMA_CPP_SPEC#*==}"-*.whl || return 1
   fi
 }
