@@ -39,7 +39,8 @@
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d .whl pydantic pydantic-core annotated-types typing-inspection ncu-report
 # The machine stage installs them into /tmp/site when the machine's python lacks them; without the
-# ncu-report wheel, the ncu_report module that ships with Nsight Compute (extras/python) is used.
+# ncu-report wheel, fleetbench reads reports with the ncu_report module that ships with Nsight Compute
+# (extras/python of the ncu on PATH, or of /opt/nvidia/nsight-compute/<version>).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -49,7 +50,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
-    -h | --help) sed -n '2,42p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,43p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1; accepted: --dry-run, --out DIR" >&2; exit 2 ;;
   esac
   shift
@@ -160,16 +161,9 @@ WORKLOAD=(--results-dir "$RESULTS" --set profile.device=cuda --set profile.workl
   --set "profile.peaks_cache_dir=$WORK/peaks")
 
 stage_machine() {
-  if [ "$DRY" = 0 ] && ! "$PY" -c 'import pydantic, ncu_report' 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
+  if [ "$DRY" = 0 ] && ! "$PY" -c 'import pydantic' 2>/dev/null && compgen -G ".whl/*.whl" >/dev/null; then
     run "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     export PYTHONPATH="$PYTHONPATH:/tmp/site"
-  fi
-  if [ "$DRY" = 0 ] && ! "$PY" -c 'import ncu_report' 2>/dev/null && command -v ncu >/dev/null; then
-    local home
-    home=$(dirname "$(readlink -f "$(command -v ncu)")")
-    for extras in "$home/extras/python" "$home/../extras/python"; do
-      [ -d "$extras" ] && export PYTHONPATH="$PYTHONPATH:$extras"
-    done
   fi
   run nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv &&
     run "$PY" -c 'import sys, torch; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))' &&

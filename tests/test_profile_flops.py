@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from fleetbench.profile.capture import op_stats, tensor_list_calls
+from fleetbench.profile.capture import input_dtypes, kineto_input_dtypes, op_stats, tensor_list_calls
 from fleetbench.profile.flops import (
     FLOP_SOURCES,
     OP_TABLE,
@@ -116,3 +116,40 @@ def test_real_profiler_events_get_their_counts() -> None:
     adamw = ops["aten::_fused_adamw_"]
     assert adamw.flops == 14 * params and adamw.flop_source == "op table" and adamw.dtype == "float32"
     assert adamw.bytes >= 7 * params * F32
+
+
+class _EventBeforeTorch212:
+    """A FunctionEvent as torch before 2.12 made it: the same fields, no `input_dtypes`."""
+
+    def __init__(self, event: object) -> None:
+        self._event = event
+
+    def __getattr__(self, name: str) -> object:
+        if name == "input_dtypes":
+            raise AttributeError(name)
+        return getattr(self._event, name)
+
+
+def test_input_dtypes_come_from_the_kineto_events_where_the_function_events_lack_them() -> None:
+    """torch 2.11 (CUDA 13 builds) has no FunctionEvent.input_dtypes: without them every op lost its dtype and counts."""
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.SiLU(), torch.nn.Linear(64, 32)).to(torch.bfloat16)
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    x = torch.randn(16, 32, dtype=torch.bfloat16)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+        model(x).float().pow(2).sum().backward()
+        optimizer.step()
+    events = prof.events()
+    by_id = kineto_input_dtypes(prof)
+    ops_with_inputs = [e for e in events if e.input_shapes]
+    assert ops_with_inputs and all(input_dtypes(e, by_id) == list(map(str, e.input_dtypes)) for e in ops_with_inputs)
+    assert all(input_dtypes(e, {}) == list(map(str, e.input_dtypes)) for e in ops_with_inputs)
+
+    lists = tensor_list_calls(prof)
+    now = op_stats(events, on_gpu=False, tensor_lists=lists)
+    old_events = [_EventBeforeTorch212(e) for e in events]
+    assert all(input_dtypes(e, {}) == [] for e in old_events), "the stand-in has no input_dtypes"
+    lost = {op.name: op for op in op_stats(old_events, on_gpu=False, tensor_lists=lists)}
+    assert lost["aten::addmm"].dtype is None, "without the kineto dtypes the dtype is lost (the bug this guards)"
+    before = op_stats(old_events, on_gpu=False, tensor_lists=lists, dtypes_by_id=by_id)
+    assert [(op.name, op.dtype, op.flops, op.bytes) for op in before] == [(op.name, op.dtype, op.flops, op.bytes) for op in now]
+    assert {op.name: op.dtype for op in before}["aten::addmm"] == "bfloat16"

@@ -102,8 +102,38 @@ def _new_row() -> dict[str, Any]:
     }
 
 
-def _event_args(event: Any, lists: dict[str, deque[list[Arg]]]) -> list[Arg]:
-    dtypes = [str(d) for d in getattr(event, "input_dtypes", []) or []]
+def kineto_input_dtypes(prof: profile) -> dict[int, list[str]]:
+    """Each CPU op's input dtypes by event id, read from the kineto events the FunctionEvents were made from.
+
+    torch before 2.12 leaves `input_dtypes` off its FunctionEvent (the trace has them, as "Input type");
+    a FunctionEvent's id is its kineto event's correlation id. A private API, read defensively.
+    """
+    from torch.profiler import DeviceType
+
+    try:
+        results = prof.profiler.kineto_results if prof.profiler is not None else None
+        events = results.events() if results is not None else []
+        return {
+            event.correlation_id(): [str(d) for d in event.dtypes()]
+            for event in events
+            if event.device_type() == DeviceType.CPU
+        }
+    except (AttributeError, RuntimeError) as exc:
+        log.debug("no input dtypes from the kineto events: %s", exc)
+        return {}
+
+
+def input_dtypes(event: Any, by_id: dict[int, list[str]]) -> list[str]:
+    """The dtype strings of an op event's inputs: its own, else those of its kineto event (same count of inputs)."""
+    recorded = getattr(event, "input_dtypes", None)
+    if recorded is not None:
+        return [str(d) for d in recorded]
+    found = by_id.get(event.id, [])
+    return found if len(found) == len(event.input_shapes or []) else []
+
+
+def _event_args(event: Any, lists: dict[str, deque[list[Arg]]], dtypes_by_id: dict[int, list[str]]) -> list[Arg]:
+    dtypes = input_dtypes(event, dtypes_by_id)
     if "TensorList" in dtypes and lists.get(event.name):
         return lists[event.name].popleft()  # events and tree calls of one op run in the same order
     return args_from_event(list(event.input_shapes or []), dtypes)
@@ -125,10 +155,16 @@ def _stat(name: str, row: dict[str, Any]) -> OpStat:
     )
 
 
-def op_stats(events: Any, on_gpu: bool, tensor_lists: dict[str, list[list[Arg]]] | None = None) -> list[OpStat]:
+def op_stats(
+    events: Any,
+    on_gpu: bool,
+    tensor_lists: dict[str, list[list[Arg]]] | None = None,
+    dtypes_by_id: dict[int, list[str]] | None = None,
+) -> list[OpStat]:
     """Aggregate the profiler's op events by name: time, FLOPs (and their source), tensor bytes, main dtype.
 
-    `tensor_lists`: the inputs of the tensor-list ops (`tensor_list_calls`), which the events lack.
+    `tensor_lists`: the inputs of the tensor-list ops (`tensor_list_calls`), which the events lack;
+    `dtypes_by_id`: the input dtypes of events that lack them (`kineto_input_dtypes`, torch < 2.12).
     """
     from torch.profiler import DeviceType
 
@@ -143,7 +179,7 @@ def op_stats(events: Any, on_gpu: bool, tensor_lists: dict[str, list[list[Arg]]]
             continue  # device-side events, Python frames (with_stack) and step markers are not ops
         time_us = event.device_time_total if on_gpu else event.cpu_time_total
         allocated = event.device_memory_usage if on_gpu else event.cpu_memory_usage
-        args = _event_args(event, lists)
+        args = _event_args(event, lists, dtypes_by_id or {})
         call = count_call(event.name, args, float(event.flops or 0), int(allocated or 0))
         row = rows[event.name]
         row["count"] += 1
@@ -293,8 +329,10 @@ def write_capture(recording: Recording, cfg: ProfileConfig, device: DeviceInfo, 
         notes.append("memory timeline needs profile_memory, record_shapes and with_stack")
         log.info(notes[-1])
     events = prof.events()
-    needs_lists = any("TensorList" in map(str, getattr(e, "input_dtypes", []) or []) for e in events)
-    ops = op_stats(events, on_gpu, tensor_list_calls(prof) if needs_lists else None)
+    lacking = any(getattr(e, "input_dtypes", None) is None for e in events if e.input_shapes)
+    dtypes_by_id = kineto_input_dtypes(prof) if lacking else {}
+    needs_lists = any("TensorList" in input_dtypes(e, dtypes_by_id) for e in events)
+    ops = op_stats(events, on_gpu, tensor_list_calls(prof) if needs_lists else None, dtypes_by_id)
     files["ops"] = out_dir / "ops.json"
     files["ops"].write_text(jsonio.dumps([asdict(op) for op in ops], indent=1), encoding="utf-8")
     return CaptureResult(

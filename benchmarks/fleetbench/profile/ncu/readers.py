@@ -26,7 +26,6 @@ ncu's plain console output (`ncu ./app`, or a log of it) is read by fleetbench.p
 from __future__ import annotations
 
 import csv
-import importlib
 import io
 import math
 import os
@@ -41,6 +40,7 @@ from typing import Any
 
 from fleetbench.errors import UserError
 from fleetbench.fsutil import readable_file
+from fleetbench.profile.ncu import report_module
 from fleetbench.profile.ncu.console import looks_like_console, parse_console
 from fleetbench.profile.ncu.model import (
     BREAKDOWN,
@@ -60,7 +60,10 @@ from fleetbench.profile.ncu.model import (
 )
 from fleetbench.profile.ncu.rules import RuleResult, from_csv_row, rules_of_action
 
-INSTALL_HINT = "pip install 'fleetbench[ncu]' (NVIDIA's ncu-report package)"
+INSTALL_HINT = (
+    "pip install 'fleetbench[ncu]' (NVIDIA's ncu-report package), or put Nsight Compute's ncu on PATH "
+    "(its extras/python holds the module)"
+)
 REP_MAGIC = b"NVR\x00"
 EXPECTED = (
     'fleetbench reads an .ncu-rep, an `ncu --csv` export (a header row starting with "ID") or ncu\'s console '
@@ -122,10 +125,9 @@ def read_ncu_rep(path: Path) -> NcuReport:
     it, or when no whole launch is in it; the C++ layer's own complaints go into that message or the
     notes instead of onto the terminal.
     """
-    try:
-        ncu_report = importlib.import_module("ncu_report")  # NVIDIA's SWIG module: no type information
-    except ImportError:
-        raise UserError(f"reading {path.name} needs NVIDIA's ncu_report module: {INSTALL_HINT}") from None
+    ncu_report: Any = report_module.load()  # NVIDIA's SWIG module: no type information
+    if ncu_report is None:
+        raise UserError(f"reading {path.name} needs NVIDIA's ncu_report module: {INSTALL_HINT}")
     notes: list[str] = []
     with _native_stderr() as said:
         try:

@@ -7,7 +7,6 @@ The program is `profile.ncu.program`, or by default the profile workload run bar
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import sys
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from fleetbench.errors import UserError
 from fleetbench.job import Job, JobResult, RunContext
 from fleetbench.profile.classify import thresholds_of
 from fleetbench.profile.export import record_ncu, write_json
+from fleetbench.profile.ncu import report_module
 from fleetbench.profile.ncu.command import find_ncu, report_path, run_ncu
 from fleetbench.profile.ncu.readers import INSTALL_HINT
 from fleetbench.profile.ncu.summary import NcuSummary, overview, summarize_path
@@ -104,7 +104,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[NcuOutcome |
             log.warning(
                 "the profiled program exited with status %d; the report holds what ran before", capture.returncode
             )
-        if importlib.util.find_spec("ncu_report") is None:
+        if not report_module.available():
             note = f"report kept at {capture.report}; to summarise it here: {INSTALL_HINT}"
             bench.summary["notes"] = [note]
             log.warning(note)
