@@ -151,5 +151,7 @@ def test_input_dtypes_come_from_the_kineto_events_where_the_function_events_lack
     lost = {op.name: op for op in op_stats(old_events, on_gpu=False, tensor_lists=lists)}
     assert lost["aten::addmm"].dtype is None, "without the kineto dtypes the dtype is lost (the bug this guards)"
     before = op_stats(old_events, on_gpu=False, tensor_lists=lists, dtypes_by_id=by_id)
-    assert [(op.name, op.dtype, op.flops, op.bytes) for op in before] == [(op.name, op.dtype, op.flops, op.bytes) for op in now]
+    assert [(op.name, op.dtype, op.flops, op.bytes) for op in before] == [
+        (op.name, op.dtype, op.flops, op.bytes) for op in now
+    ]
     assert {op.name: op.dtype for op in before}["aten::addmm"] == "bfloat16"

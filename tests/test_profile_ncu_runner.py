@@ -254,3 +254,36 @@ def test_without_ncu_report_the_capture_is_kept_and_the_record_says_how_to_summa
     (record,) = read_records(tmp_path / "r" / "k")
     assert record.status == "ok" and (tmp_path / "r" / "k" / "ncu" / "report.ncu-rep").is_file()
     assert "pip install 'fleetbench[ncu]'" in record.summary["notes"][0]
+
+
+@pytest.mark.realdata
+def test_python_m_fleetbench_summarises_the_capture_in_a_worker_process(tmp_path: Path) -> None:
+    """`python -m fleetbench ncu run` as a user runs it, the summary read in a spawned worker, the CLI run once."""
+    pytest.importorskip("ncu_report", reason="the summary reads the .ncu-rep with NVIDIA's ncu-report package")
+    bin_dir = tmp_path / "bin"
+    fake_ncu(bin_dir, WRITE_REPORT)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FLEETBENCH_PUSHGATEWAY": ""}
+    command = ["ncu", "run", "--results-dir", str(tmp_path / "r"), "--run-id", "m", "--", "python", "x.py"]
+    done = subprocess.run(
+        [sys.executable, "-m", "fleetbench", *command],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    (record,) = read_records(tmp_path / "r" / "m")
+    assert record.status == "ok" and record.summary["ncu"]["launches"] == 2
+    assert done.stderr.count("result record:") + done.stdout.count("result record:") == 1, "the CLI ran once"
+
+
+def test_a_damaged_report_read_apart_is_one_clear_error(tmp_path: Path) -> None:
+    from fleetbench.errors import UserError
+    from fleetbench.profile.classify import Thresholds
+    from fleetbench.profile.ncu.run import summarize_apart
+
+    damaged = tmp_path / "report.ncu-rep"
+    damaged.write_bytes(b"NVR\x00" + b"\x07" * 64)
+    pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
+    with pytest.raises(UserError, match="damaged"):
+        summarize_apart(damaged, Thresholds(), None, None)

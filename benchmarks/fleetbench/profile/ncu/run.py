@@ -8,7 +8,10 @@ The program is `profile.ncu.program`, or by default the profile workload run bar
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +21,7 @@ from fleetbench.config.schema import FleetbenchConfig, ProfileConfig
 from fleetbench.devices import resolve_device
 from fleetbench.errors import UserError
 from fleetbench.job import Job, JobResult, RunContext
-from fleetbench.profile.classify import thresholds_of
+from fleetbench.profile.classify import Thresholds, thresholds_of
 from fleetbench.profile.export import record_ncu, write_json
 from fleetbench.profile.ncu import report_module
 from fleetbench.profile.ncu.command import find_ncu, report_path, run_ncu
@@ -67,6 +70,24 @@ def target_program(config: FleetbenchConfig, out_dir: Path) -> list[str]:
     return [sys.executable, "-m", "fleetbench.profile.ncu.target", "--config", str(config_path)]
 
 
+def summarize_apart(report: Path, thresholds: Thresholds, gpu: str | None, peak: str | None) -> NcuSummary:
+    """Summarise a fresh capture in a fresh interpreter, not in this one.
+
+    On an H100 (torch 2.11 with CUDA 13, Nsight Compute 2025.3.1) NVIDIA's ncu_report died of SIGSEGV
+    reading the capture in this process, which has loaded torch and CUDA, while `fleetbench ncu summarize`
+    read another capture of the same workload in a process of its own. A crash of the reader now costs
+    one line, and the report is kept.
+    """
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        try:
+            return pool.submit(summarize_path, report, thresholds, gpu, peak).result()
+        except BrokenProcessPool:
+            raise UserError(
+                f"NVIDIA's ncu_report crashed reading {report}; the report is kept: summarise it on its own with "
+                f"fleetbench ncu summarize {report}"
+            ) from None
+
+
 def _local_gpu() -> tuple[str, str]:
     try:
         local = resolve_device("cuda")
@@ -109,7 +130,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[NcuOutcome |
             bench.summary["notes"] = [note]
             log.warning(note)
         else:
-            summary = summarize_path(capture.report, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
+            summary = summarize_apart(capture.report, thresholds_of(cfg), cfg.ncu.gpu, cfg.ncu.peak)
             outcome = export_summary(bench, summary, cfg, out_dir)
     return JobResult([bench.result()], outcome)
 
