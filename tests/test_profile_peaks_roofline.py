@@ -170,6 +170,23 @@ def test_analytical_roofline_places_points_against_the_ridge() -> None:
     assert add.side == "memory" and add.cls == "memory_bound"  # 1 % of peak FLOP/s, 90 % of bandwidth
     assert add.roof_fraction == pytest.approx(1e9 / attainable(1e9 / 9e9, 1e11, 1e10))
     assert any("without a FLOP count" in note for note in roofline.notes)
+    assert not any("above the compute roof" in note for note in roofline.notes)
+
+
+def test_ops_above_the_compute_roof_are_counted_with_how_far_above() -> None:
+    peaks = Peaks(
+        device="test", backend="cuda", source="measured", flop_per_second={"bfloat16": 1e11}, bytes_per_second=1e10
+    )
+    ops = [
+        OpStat("aten::mm", "aten::mm", 1, time_s=1.0, self_time_s=1.0, flops=1.12e11, bytes=1e8, dtype="bfloat16"),
+        OpStat("aten::bmm", "aten::bmm", 1, time_s=1.0, self_time_s=1.0, flops=1.04e11, bytes=1e8, dtype="bfloat16"),
+    ]
+    notes = [n for n in analytical_roofline(ops, peaks).notes if "above the compute roof" in n]
+    assert notes == [
+        "1 ops sit above the compute roof (up to 112% of it): the measured peak is below what they reached, on a "
+        "busy machine or where the peak probe's sustained matmul ran at lower clocks than the ops' bursts (a "
+        "GPU's power limit); remeasure with profile.remeasure_peaks=true"
+    ]
 
 
 TEN_GB = Peaks(
