@@ -12,7 +12,7 @@ EXTRAS ?= dev,ncu,mobile,llm,compare
 RESULTS ?= results
 PYTEST_ARGS ?=
 # pytest-xdist workers of `make pytest` (0: one process); tests/conftest.py:worker_group says which tests share one
-PYTEST_WORKERS ?= 2
+PYTEST_WORKERS ?= 3
 export TORCH_SPEC EXTRAS VENV
 
 .PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
@@ -44,7 +44,7 @@ fmt: setup ## rewrite benchmarks tests scripts: ruff's safe fixes (imports, upgr
 	$(VENV)/bin/ruff check --fix-only benchmarks tests scripts
 	$(VENV)/bin/ruff format benchmarks tests scripts
 
-pytest: setup ## pytest only, PYTEST_WORKERS=2 processes (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
+pytest: setup ## pytest only, PYTEST_WORKERS=3 processes (PYTEST_ARGS="-m 'not slow'" to narrow); starts dockerd for the docker tests
 	@bash scripts/dockerd.sh || echo "no Docker engine could start: docker tests will skip"
 	$(VENV)/bin/pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 

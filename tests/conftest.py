@@ -41,7 +41,7 @@ def worker_group(module: list[pytest.Item]) -> tuple[int, str]:
 
     A whole module goes to one worker (its module fixtures, a training run several tests read, are
     made once): all modules on the session's cold image builds to one, all modules on the Prometheus
-    stack to one, any other module on its own. The longest work goes first, so that the other worker
+    stack to one, any other module on its own. The longest work goes first, so that the other workers
     takes the many short modules meanwhile: the cold-build group, other Docker modules (the CUDA
     images build their own), the stack's group, then modules with `slow` tests, then the rest.
     """
