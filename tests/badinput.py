@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import os
 import shutil
 import subprocess
@@ -26,6 +25,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from conftest import fleetbench_logger_kept
 
 
 @dataclass(frozen=True)
@@ -143,22 +144,18 @@ def _process_state(cwd: Path, env: dict[str, str]) -> Iterator[None]:
     """What a process starts with and a command may change: the environment, the working directory,
     stdin, and the fleetbench logger main() sets up."""
     saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
-    logger = logging.getLogger("fleetbench")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
     sys.stdin = io.StringIO("")
     try:
-        yield
+        with fleetbench_logger_kept():
+            yield
     finally:
         sys.stdin = saved_stdin
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
-        logger.handlers[:] = handlers
-        logger.setLevel(level)
-        logger.propagate = propagate
 
 
 @contextlib.contextmanager

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +125,33 @@ def gateway_groups(url: str) -> list[dict[str, str]]:
     """The label sets of every group a Pushgateway holds (its HTTP API)."""
     with urllib.request.urlopen(f"{url}/api/v1/metrics", timeout=5) as response:
         return [group["labels"] for group in json.load(response)["data"]]
+
+
+@contextlib.contextmanager
+def fleetbench_logger_kept() -> Iterator[None]:
+    """main() installs its handler and level on the `fleetbench` logger: put the logger back afterwards."""
+    logger = logging.getLogger("fleetbench")
+    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
+    try:
+        yield
+    finally:
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+        logger.propagate = propagate
+
+
+def in_process_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """The fleetbench command's `main()` in this process (its exit status), nothing pushed to a Pushgateway."""
+    from fleetbench.cli import main as cli_main
+
+    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
+    return lambda *args: cli_main.main([str(a) for a in args])
+
+
+@pytest.fixture
+def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
+    """The fleetbench command in this process (`in_process_cli`), for one test."""
+    return in_process_cli(monkeypatch)
 
 
 def run_cli(

@@ -8,7 +8,6 @@ handler replaced in the test; everything around it (parsing, logging, the crash 
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import subprocess
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, fleetbench_logger_kept, run_cli
 from fleetbench import envvars
 from fleetbench.cli import main as cli_main
 from fleetbench.cli import results_cmd
@@ -42,12 +41,8 @@ def isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     (tmp_path / "results").mkdir()
-    logger = logging.getLogger("fleetbench")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    yield
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
+    with fleetbench_logger_kept():
+        yield
     for name in (LOG_LEVEL_ENV, DEBUG_ENV):  # exported by main(); monkeypatch restores what was there before
         os.environ.pop(name, None)
 

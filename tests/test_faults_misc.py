@@ -19,17 +19,10 @@ import pytest
 
 from conftest import REPO
 from fleetbench import envvars
-from fleetbench.cli import main as cli_main
 from fleetbench.errors import UserError
 from fleetbench.services.stack import default_stack
 
 PACKAGE = REPO / "benchmarks" / "fleetbench"
-
-
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    monkeypatch.setenv(envvars.PUSHGATEWAY_ENV, "")
-    return lambda *args: cli_main.main([str(a) for a in args])
 
 
 def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:

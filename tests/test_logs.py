@@ -6,7 +6,6 @@ the records, logs each dashboard at debug level, and prints the page's path as i
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fleetbench_logger_kept
 from fleetbench.cli.main import main
 from fleetbench.logs import LOG_LEVEL_ENV
 from fleetbench.results.record import MetricSample, ResultRecord
@@ -28,12 +28,8 @@ DEBUG_PREFIX = "debug: fleetbench.report.build: "
 def isolated_logging(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """main() exports the level and installs a handler on the captured stderr: undo both afterwards."""
     monkeypatch.delenv(LOG_LEVEL_ENV, raising=False)
-    logger = logging.getLogger("fleetbench")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    yield
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
+    with fleetbench_logger_kept():
+        yield
 
 
 @pytest.fixture

@@ -284,15 +284,6 @@ def test_rule_rows_of_a_details_csv_become_rules_beside_our_class() -> None:
 
 
 # --- through the command line ------------------------------------------------------------------------
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    """The console entry point, in process, with nothing pushed to a Pushgateway."""
-    from fleetbench.cli import main as cli_main
-
-    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
-    return lambda *args: cli_main.main(list(args))
-
-
 def test_summarize_names_the_gpu_derives_and_says_what_it_derived(
     fleetbench: Callable[..., int], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -64,15 +64,6 @@ SOL_ROWS = {
 UNITS = {"%": 1.0, "usecond": 1e3, "us": 1e3, "cycle/nsecond": 1e9, "Ghz": 1e9, "cycle/usecond": 1e6}
 
 
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    """The console entry point, in process, with nothing pushed to a Pushgateway."""
-    from fleetbench.cli import main as cli_main
-
-    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
-    return lambda *args: cli_main.main(list(args))
-
-
 def needs_ncu_report() -> None:
     pytest.importorskip("ncu_report", reason="reading .ncu-rep needs NVIDIA's ncu-report package")
 

@@ -52,15 +52,6 @@ GRID, BLOCK = "launch__grid_size", "launch__block_size"
 WAVES, DRAM_RATE = "launch__waves_per_multiprocessor", "dram__bytes.sum.per_second"
 
 
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    """The console entry point, in process, with nothing pushed to a Pushgateway."""
-    from fleetbench.cli import main as cli_main
-
-    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
-    return lambda *args: cli_main.main(list(args))
-
-
 def figures(expected: dict[str, float]) -> Any:
     return pytest.approx(expected, rel=1e-12)
 

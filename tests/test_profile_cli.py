@@ -15,6 +15,7 @@ import pytest
 import torch
 from rich.console import Console
 
+from conftest import in_process_cli
 from fleetbench.profile.classify import CLASSES
 from fleetbench.profile.flops import FLOP_SOURCES
 from fleetbench.results.record import ResultRecord
@@ -32,28 +33,11 @@ FAST_PEAKS = [
 ]
 
 
-def real_cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    """The console entry point, in process, with nothing pushed to a Pushgateway."""
-    from fleetbench.cli import main as cli_main
-
-    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
-
-    def run(*args: str) -> int:
-        return cli_main.main(list(args))
-
-    return run
-
-
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    return real_cli(monkeypatch)
-
-
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int, str]]:
     """One `fleetbench profile` of the default workload (the trainer's tiny preset on the CPU)."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        fleetbench = real_cli(monkeypatch)
+        fleetbench = in_process_cli(monkeypatch)
         root = tmp_path_factory.mktemp("profile")
         buffer = StringIO()  # what the user sees on the console
         monkeypatch.setattr("fleetbench.cli.main.Console", lambda **_: Console(file=buffer, width=140))

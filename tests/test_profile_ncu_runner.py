@@ -31,19 +31,6 @@ PERMISSION_TEXT = (
 )
 
 
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    """The real CLI entry point, in process, with nothing pushed to a Pushgateway."""
-    from fleetbench.cli import main as cli_main
-
-    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
-
-    def run(*args: str) -> int:
-        return cli_main.main(list(args))
-
-    return run
-
-
 def fake_ncu(folder: Path, body: str) -> Path:
     """An executable named `ncu` in `folder` (a test double), running `body` as Python with argv."""
     folder.mkdir(parents=True, exist_ok=True)

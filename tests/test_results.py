@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import resource
 import subprocess
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import fleetbench_logger_kept
 from fleetbench.cli.main import main
 from fleetbench.errors import UserError
 from fleetbench.logs import DEBUG_ENV, LOG_LEVEL_ENV
@@ -146,12 +146,8 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """main() in this process sets up logging and exports its level: undo both afterwards."""
     monkeypatch.delenv(LOG_LEVEL_ENV, raising=False)
     monkeypatch.delenv(DEBUG_ENV, raising=False)
-    logger = logging.getLogger("fleetbench")
-    handlers, level, propagate = list(logger.handlers), logger.level, logger.propagate
-    yield
-    logger.handlers[:] = handlers
-    logger.setLevel(level)
-    logger.propagate = propagate
+    with fleetbench_logger_kept():
+        yield
     for name in (LOG_LEVEL_ENV, DEBUG_ENV):  # exported by main(); monkeypatch restores what was there before
         os.environ.pop(name, None)
 

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from conftest import run_cli
-from fleetbench.cli import main as cli_main
 from fleetbench.profile.trace.ranks import RankRow, find_straggler
 from fleetbench.results.store import read_records
 from testdata import OWN_DATA_DIR, get_test_data_dir
@@ -23,12 +22,6 @@ FSDP2_CPU = OWN_DATA_DIR / "fsdp2-cpu"
 FSDP2_RANK0 = FSDP2_CPU / "rank-0.fsdp2.pt.trace.json.gz"
 GEMM = DATA / "torch-trace" / "a100_gemm_trace.json"
 ALEXNET = DATA / "torch-trace" / "a100_alexnet_trace.json.gz"
-
-
-@pytest.fixture
-def fleetbench(monkeypatch: pytest.MonkeyPatch) -> Callable[..., int]:
-    monkeypatch.setenv("FLEETBENCH_PUSHGATEWAY", "")
-    return lambda *args: cli_main.main([str(a) for a in args])
 
 
 def strict_json(text: str) -> object:
