@@ -5,8 +5,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -67,13 +65,9 @@ def probe_run(root: Path, run_id: str, *, sse_only: bool) -> None:
     not: beside the other test worker's load, that pair came out "no significant change", once even
     "better".)
     """
-    env = {**os.environ, "FLEETBENCH_PUSHGATEWAY": ""}
-    if sse_only:
-        env["MKL_ENABLE_INSTRUCTIONS"] = "SSE4_2"
-    result = subprocess.run(
-        [sys.executable, "-m", "fleetbench", "probe", "--results-dir", str(root), "--run-id", run_id, *PROBE,
-         "--set", "probe.min_run_time_s=1.0"],
-        capture_output=True, text=True, timeout=300, env=env,
+    result = run_cli(
+        "probe", "--results-dir", str(root), "--run-id", run_id, *PROBE, "--set", "probe.min_run_time_s=1.0",
+        env={"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"} if sse_only else None,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
 

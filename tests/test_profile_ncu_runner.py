@@ -19,6 +19,7 @@ import pytest
 import torch
 import yaml
 
+from conftest import run_cli
 from fleetbench.results.store import read_records
 from testdata import get_test_data_dir
 
@@ -249,15 +250,10 @@ def test_python_m_fleetbench_summarises_the_capture_in_a_worker_process(tmp_path
     pytest.importorskip("ncu_report", reason="the summary reads the .ncu-rep with NVIDIA's ncu-report package")
     bin_dir = tmp_path / "bin"
     fake_ncu(bin_dir, WRITE_REPORT)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FLEETBENCH_PUSHGATEWAY": ""}
-    command = ["ncu", "run", "--results-dir", str(tmp_path / "r"), "--run-id", "m", "--", "python", "x.py"]
-    done = subprocess.run(
-        [sys.executable, "-m", "fleetbench", *command],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
+    done = run_cli(
+        "ncu", "run", "--results-dir", str(tmp_path / "r"), "--run-id", "m", "--", "python", "x.py",
+        env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     (record,) = read_records(tmp_path / "r" / "m")
     assert record.status == "ok" and record.summary["ncu"]["launches"] == 2
