@@ -149,7 +149,7 @@ compare: setup ## compare runs: make compare BASE=<run|baseline> NEW=<run> [COMP
 	@if [ -z "$(BASE)" ] || [ -z "$(NEW)" ]; then echo "make compare: set BASE=<run id, run folder or baseline> and NEW=<run id or folder>" >&2; exit 2; fi
 	@$(FB) compare $(BASE) $(NEW) --results-dir $(RESULTS) $(COMPARE_ARGS)
 
-ROUNDS ?= 10
+ROUNDS ?=  # unset: compare.rounds (20)
 BENCH ?= probe --set probe.threads=1
 BASE_REV ?=
 NEW_REV ?=
@@ -157,7 +157,7 @@ compare-rounds: setup ## base and new in ROUNDS processes each, interleaved: BAS
 	@$(FB) compare --rounds $(ROUNDS) --results-dir $(RESULTS) $(if $(BASE_REV),--base-rev $(BASE_REV)) $(if $(NEW_REV),--new-rev $(NEW_REV)) $(COMPARE_ARGS) -- $(BENCH)
 
 noise: setup ## this machine's run-to-run noise for compare's minimum change: 2 x ROUNDS processes of BENCH [NAME=baseline]
-	@$(FB) noise --rounds $(ROUNDS) --results-dir $(RESULTS) $(if $(NAME),--baseline $(NAME)) -- $(BENCH)
+	@$(FB) noise $(if $(ROUNDS),--rounds $(ROUNDS)) --results-dir $(RESULTS) $(if $(NAME),--baseline $(NAME)) -- $(BENCH)
 
 METRIC ?= probe_achieved_flop_per_second
 history: setup ## METRIC over the stored runs and baselines, steps named by run and commit, a PNG

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Can the gate be trusted on this machine? False positives and power of `fleetbench compare --rounds`,
-on real runs of the probe (`make perf`; about 45 minutes on a 2-core machine at the defaults).
+on real runs of the probe (`make perf`; 1.5 to 2 hours on a 2-core machine at the defaults: 20 + 20
+comparisons of 2 x 20 processes).
 
 Everything runs through the `fleetbench` CLI, at compare's default settings, in a temporary results
 root and a temporary git repository holding a copy of this checkout's `benchmarks/`:
@@ -23,8 +24,8 @@ root and a temporary git repository holding a copy of this checkout's `benchmark
                 trials' own processes with new's samples scaled by (1 - d), judged by compare itself.
 
 Steps 2-4 are reported for three ways of judging the same processes (VARIANTS): paired by round with
-each process's best sample (the default: compare.pair_rounds, compare.process_summary=best), and
-unpaired (Mann-Whitney U) with each process's best sample or its median. compare's exit codes in
+each process's best sample (compare.pair_rounds=true), and unpaired (Mann-Whitney U) with each
+process's best sample (the default: compare.process_summary=best) or its median. compare's exit codes in
 steps 2 and 3 are those of the default; the other columns come from the same processes judged again
 by compare itself.
 
@@ -65,7 +66,8 @@ FLOPS = "fleetbench_probe_achieved_flop_per_second"
 ANCHOR = "    flops = count_flops(op)\n    timed = time_op(op, device, min_run_time_s, threads)\n"
 COPY_ANCHOR = "    timed = time_op(op, device, min_run_time_s, threads)\n    moved = 2 * numel * element_size"
 METRICS = (FLOPS, "fleetbench_probe_achieved_bytes_per_second")
-# The ways compare can judge the same processes: the default first (compare.pair_rounds, process_summary).
+# The ways compare can judge the same processes (compare.pair_rounds, process_summary); DEFAULT names the one
+# CompareConfig sets, whose exit codes the trials record.
 VARIANTS: dict[str, dict[str, Any]] = {
     "paired best": {"pair_rounds": True, "process_summary": "best"},
     "unpaired best": {"pair_rounds": False, "process_summary": "best"},

@@ -133,6 +133,20 @@ def test_the_minimum_change_follows_the_noise_by_the_documented_rule() -> None:
     assert min_change_pct(1.0, 2.0, 5.0, 10) == pytest.approx(2 * 5.0 * math.sqrt(0.2))  # 10 processes a side
 
 
+def test_rounds_without_a_count_run_as_many_processes_as_compare_rounds_sets() -> None:
+    from fleetbench.cli import noise_cmd
+    from fleetbench.cli.main import build_parser
+    from fleetbench.config.compare import CompareConfig
+
+    default = CompareConfig().rounds
+    assert default == 20  # pyperf's worker processes; README's gate measurements at 20 a side
+    compare = build_parser(["compare"]).parse_args(["compare", "--rounds", "--", "probe"])
+    assert compare.rounds == 0  # resolved to config.compare.rounds when the rounds are planned
+    noise = build_parser(["noise"]).parse_args(["noise", "--", "probe"])
+    noise_cmd._check(noise)
+    assert noise.rounds == default
+
+
 def series(values: list[float]) -> Series:
     start = datetime(2026, 1, 1, tzinfo=UTC)
     points = [Point(start + timedelta(hours=i), f"r{i:02d}", f"c{i:02d}", v, "run") for i, v in enumerate(values)]

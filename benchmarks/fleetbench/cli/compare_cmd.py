@@ -2,9 +2,9 @@
 
 fleetbench compare BASE NEW [NEW ...]               run ids, run folders or baseline names (within run)
 fleetbench compare --baseline main NEW              against a named baseline
-fleetbench compare --rounds 10 --new-set probe.threads=1 -- probe --set probe.matmul_sizes=[256]
-                                                    base and new in 10 processes each, interleaved
-fleetbench compare --rounds 10 --base-rev main --new-rev HEAD -- probe
+fleetbench compare --rounds --new-set probe.threads=1 -- probe --set probe.matmul_sizes=[256]
+                                                    base and new in 20 processes each (compare.rounds), interleaved
+fleetbench compare --rounds --base-rev main --new-rev HEAD -- probe
                                                     two commits, through git worktree (asv continuous)
 fleetbench compare A B --fail-on-regression 5       fail only when a figure is significantly >5 % worse
 fleetbench compare A B --format md --out cmp.md     a pull-request comment (also csv, json)
@@ -100,7 +100,7 @@ def add_rounds_options(parser: argparse.ArgumentParser) -> None:
         const=0,
         metavar="N",
         help="run base and new in N processes each, interleaved, and test per-process summaries "
-        "(N default: compare.rounds, 10); the benchmark command follows --",
+        "(N default: compare.rounds, 20); the benchmark command follows --",
     )
     group.add_argument("--base-set", action="append", default=[], metavar="KEY=VALUE", help="base's config overrides")
     group.add_argument("--new-set", action="append", default=[], metavar="KEY=VALUE", help="new's config overrides")

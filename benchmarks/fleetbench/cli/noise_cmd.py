@@ -1,6 +1,6 @@
 """`fleetbench noise`: this machine's run-to-run noise, measured once, for the gate's minimum change.
 
-fleetbench noise -- probe --set probe.threads=1             2 x 10 processes of the same command
+fleetbench noise -- probe --set probe.threads=1             2 x 20 processes of the same command
 fleetbench noise --rounds 6 --baseline main -- probe        ... and keep them as baseline `main`
 Runs the command in 2 x N processes, interleaved as an A/A comparison (compare --rounds with the same
 configuration on both sides), and files each headline figure's noise (robust CV of the per-process
@@ -36,7 +36,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     noise.add_argument("command", nargs="*", metavar="COMMAND", help="-- then the benchmark command, e.g. -- probe")
-    noise.add_argument("--rounds", type=int, default=10, metavar="N", help="processes per side, 2 x N in all (10)")
+    noise.add_argument(
+        "--rounds", type=int, metavar="N", help="processes per side, 2 x N in all (default: compare.rounds, 20)"
+    )
     noise.add_argument("--baseline", metavar="NAME", help="also keep the processes and their noise as baseline NAME")
     noise.add_argument("--run-prefix", metavar="PREFIX", help="run ids PREFIX-base-01 ... (default: noise-<time>)")
     add_results_dir(noise)
@@ -46,8 +48,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 def _check(args: argparse.Namespace) -> None:
     from fleetbench.compare.baselines import check_name
     from fleetbench.compare.rounds import check_command
+    from fleetbench.config.compare import CompareConfig
 
     check_command(tuple(args.command))
+    if args.rounds is None:  # the noise of as many processes as compare runs by default
+        args.rounds = CompareConfig().rounds
     if args.rounds < 3:
         raise UserError(f"--rounds {args.rounds} is not accepted; accepted: 3 or more (2 x N processes are measured)")
     if args.baseline is not None:
