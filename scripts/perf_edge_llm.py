@@ -1,16 +1,19 @@
 """`make perf`, edge llm row: fleetbench's llama.cpp figures against llama.cpp's own llama-bench.
 
 The same GGUF (the llama3-debug model, q8_0 and f32), the same threads and the same pp/tg lengths:
-fleetbench's worker (what `fleetbench edge llm` runs) and llama-bench, built with CMake from the very
-sources llama-cpp-python vendors (its sdist, the version the llm extra pins), alternate round by
-round (A B, B A, ...). Each side's figure in a round is the median of its repetitions (fleetbench's
+fleetbench's worker (what `fleetbench edge llm` runs) and llama-bench alternate round by round (A B,
+B A, ...). llama-bench is built with CMake from the very sources llama-cpp-python vendors (its sdist,
+the version the llm extra pins) as shared libraries without an rpath, and runs on llama-cpp-python's
+own libllama/libggml (LD_LIBRARY_PATH): both sides execute the same machine code, so what the row
+measures is the suite's own overhead, not the difference between a static and a position-independent
+build of llama.cpp. Each side's figure in a round is the median of its repetitions (fleetbench's
 tries; llama-bench's own samples_ts, not its mean), and the row is the median over the rounds of each
 round's ratio fleetbench / llama-bench: the two measurements of a round ran back to back, so what
 slowed the machine then (a neighbour on a shared host swings these short runs by 30 % from minute to
 minute) slows both and drops out. It should lie within 10 %: the suite adds no overhead of its own to
 what it measures.
 
-PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench/bin/llama-bench;
+PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench-shared/bin/llama-bench;
 `--build` builds it there (minutes). Not a test: prints the table and exits 0 (also when llama-bench or
 llama-cpp-python is missing: it says why).
 """
@@ -35,7 +38,7 @@ ROUNDS = 11
 REPEATS = 5  # tries of fleetbench's worker, repetitions of llama-bench (-r), per round
 PP, TG = 128, 32
 CACHE = Path.home() / ".cache" / "fleetbench"
-BUILD = CACHE / "build" / "llama-bench"
+BUILD = CACHE / "build" / "llama-bench-shared"
 console = Console()
 
 
@@ -60,11 +63,37 @@ def build_llama_bench() -> Path:
     with tarfile.open(archive) as tar:
         tar.extractall(src, filter="data")
     vendored = src / archive.name.removesuffix(".tar.gz") / "vendor" / "llama.cpp"
-    # GGML_NATIVE=OFF, as the wheel scripts/setup.sh builds: the same instruction set on both sides
-    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=OFF"]
+    # Shared, as llama-cpp-python's CMakeLists builds them, and no rpath: at run time the binary can only find
+    # the wheel's libraries (wheel_libraries); GGML_NATIVE=OFF as scripts/setup.sh builds the wheel
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DGGML_NATIVE=OFF", "-DLLAMA_CURL=OFF", "-DBUILD_SHARED_LIBS=ON",
+             "-DCMAKE_SKIP_RPATH=ON"]  # fmt: skip
     subprocess.run(["cmake", "-S", str(vendored), "-B", str(BUILD), "-G", "Ninja", *flags], check=True)
     subprocess.run(["cmake", "--build", str(BUILD), "--target", "llama-bench", "-j", str(os.cpu_count())], check=True)
     return BUILD / "bin" / "llama-bench"
+
+
+def wheel_libraries() -> Path:
+    """The folder of the libllama and libggml that llama-cpp-python loads (and fleetbench's worker runs)."""
+    import llama_cpp
+
+    return Path(llama_cpp.__file__).resolve().parent / "lib"
+
+
+def on_wheel_libraries(binary: Path) -> dict[str, str] | str:
+    """llama-bench's environment with the wheel's libraries first, or why the binary would load another
+    libllama (a static build, or one with an rpath): the row would then compare two builds, not two callers.
+    The binary's own folder comes after them, for what only llama-bench has (its impl and common libraries)."""
+    folders = (str(wheel_libraries()), str(binary.parent), os.environ.get("LD_LIBRARY_PATH"))
+    found = os.pathsep.join(filter(None, folders))
+    env = {**os.environ, "LD_LIBRARY_PATH": found}
+    linked = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, env=env, check=False).stdout
+    lib = next((line.split("=>")[1].split("(")[0].strip() for line in linked.splitlines() if "libllama.so" in line), "")
+    if not lib or Path(lib).resolve().parent != wheel_libraries():
+        return (
+            f"{binary} loads libllama from {lib or 'nowhere (a static build)'}, not from {wheel_libraries()}: "
+            f"rebuild it with --build (shared libraries, no rpath)"
+        )
+    return env
 
 
 def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
@@ -91,7 +120,7 @@ def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
     return statistics.median(out["pp_tokens_per_s"]), statistics.median(out["tg_tokens_per_s"])
 
 
-def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
+def theirs(binary: Path, path: Path, threads: int, env: dict[str, str]) -> tuple[float, float]:
     """(pp, tg) tokens/s of llama-bench on the same file: the median of its REPEATS samples (after its own
     warm-up run), both from an empty context as fleetbench's tries; flash attention off, as
     llama-cpp-python's default."""
@@ -116,6 +145,7 @@ def theirs(binary: Path, path: Path, threads: int) -> tuple[float, float]:
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     tests = json.loads(done.stdout)
     pp = next(t["samples_ts"] for t in tests if t["n_prompt"] == PP and t["n_gen"] == 0)
@@ -133,6 +163,10 @@ def main() -> int:
         binary = build_llama_bench()
     if binary is None:
         console.print(f"perf_edge_llm: no llama-bench (set LLAMA_BENCH, or run with --build to build it in {BUILD})")
+        return 0
+    env = on_wheel_libraries(binary)
+    if isinstance(env, str):
+        console.print(f"perf_edge_llm: {env}; no figures")
         return 0
     from fleetbench.edge.llm.gguf_export import export_gguf
     from fleetbench.edge.llm.source import build_llama
@@ -163,9 +197,9 @@ def main() -> int:
             for index in range(ROUNDS):  # A B, then B A: drift and other load hit both alike
                 if index % 2 == 0:
                     a.append(ours(path, threads, scratch))
-                    b.append(theirs(binary, path, threads))
+                    b.append(theirs(binary, path, threads, env))
                 else:
-                    b.append(theirs(binary, path, threads))
+                    b.append(theirs(binary, path, threads, env))
                     a.append(ours(path, threads, scratch))
             for phase, i in (("pp", 0), ("tg", 1)):
                 mine, ref = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
