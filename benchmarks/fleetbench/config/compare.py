@@ -59,7 +59,7 @@ class CompareConfig(StrictModel):
         ge=2,
         le=1000,
         description="processes per side of compare --rounds (--rounds N); 20 as pyperf's worker processes: on a "
-        "shared 2-core VM the gate caught 10 % slow-downs in 10 of 10 trials at 20, in half of 20 at 10 (README)",
+        "shared 2-core VM the gate caught planted 10 % slow-downs in 20 of 20 trials at 20, in 50-85 % at 10 (README)",
     )
     bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
     seed: int = Field(default=0, ge=0, le=2**31 - 1, description="of the bootstrap: the same runs, the same interval")
