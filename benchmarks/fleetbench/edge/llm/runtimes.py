@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from fleetbench.edge.llm.llamacpp_threadpool import AttachedThreadpool
 from fleetbench.edge.native import native_stderr, optional_module
 
 
@@ -60,6 +61,7 @@ class LlamaCppSession:
         self._c = llama_cpp
         self._vocab = self.llm.n_vocab()
         self._view: tuple[int | None, np.ndarray] = (None, np.empty(0, dtype=np.float32))
+        self._pool = AttachedThreadpool(self.llm._ctx.ctx, threads)
 
     def _last(self) -> np.ndarray:
         row = self._c.llama_get_logits_ith(self.llm._ctx.ctx, -1)
@@ -110,7 +112,8 @@ class LlamaCppSession:
             full.close()
 
     def close(self) -> None:
-        """See Session."""
+        """See Session: the pool goes first, while the context it is attached to still exists."""
+        self._pool.close()
         self.llm.close()
 
 
