@@ -11,7 +11,9 @@ tries; llama-bench's own samples_ts, not its mean), and the row is the median ov
 round's ratio fleetbench / llama-bench: the two measurements of a round ran back to back, so what
 slowed the machine then (a neighbour on a shared host swings these short runs by 30 % from minute to
 minute) slows both and drops out. It should lie within 10 %: the suite adds no overhead of its own to
-what it measures.
+what it measures. Each row also gives a 95 % bootstrap interval of that median (scipy), and its verdict
+says whether the whole interval lies within 0.9-1.1 ("within"), entirely outside it ("outside"), or
+straddles a bound ("undecided": the machine was too noisy for this run to tell).
 
 PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench-shared/bin/llama-bench;
 `--build` builds it there (minutes). Not a test: prints the table and exits 0 (also when llama-bench or
@@ -31,10 +33,12 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
+from scipy.stats import bootstrap
 
-ROUNDS = 11
+ROUNDS = 21
 REPEATS = 5  # tries of fleetbench's worker, repetitions of llama-bench (-r), per round
 PP, TG = 128, 32
 CACHE = Path.home() / ".cache" / "fleetbench"
@@ -153,6 +157,25 @@ def theirs(binary: Path, path: Path, threads: int, env: dict[str, str]) -> tuple
     return float(statistics.median(pp)), float(statistics.median(tg))
 
 
+def interval(ratios: list[float]) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the median of the rounds' ratios (fixed seed: a rerun on the
+    same figures prints the same interval)."""
+    if len(set(ratios)) < 2:
+        return ratios[0], ratios[0]
+    result = bootstrap((np.asarray(ratios),), np.median, confidence_level=0.95, n_resamples=9999,
+                       method="percentile", rng=np.random.default_rng(0))  # fmt: skip
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def verdict(low: float, high: float) -> str:
+    """Within, outside or undecided against the 0.9-1.1 target."""
+    if low >= 0.9 and high <= 1.1:
+        return "within"
+    if high < 0.9 or low > 1.1:
+        return "[red]outside[/]"
+    return "[yellow]undecided (noisy)[/]"
+
+
 def main() -> int:
     """Measure and print the rows."""
     if importlib.util.find_spec("llama_cpp") is None:
@@ -183,9 +206,9 @@ def main() -> int:
         "?",
     )
     table = Table(
-        title=f"fleetbench perf, edge llm: llama.cpp pp{PP} tg{TG}, {threads} threads, {cpu} (median of {ROUNDS} rounds' ratios)"
+        title=f"fleetbench perf, edge llm: llama.cpp pp{PP} tg{TG}, {threads} thread{'s' if threads != 1 else ''}, {cpu} (median of {ROUNDS} rounds' ratios)"
     )
-    for column in ("row", "ratio", "fleetbench", "llama-bench"):
+    for column in ("row", "ratio", "95 % interval", "fleetbench", "llama-bench", "target 0.9-1.1"):
         table.add_column(column, justify="left" if column == "row" else "right")
     model = build_llama("llama3-debug", seed=0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -203,13 +226,15 @@ def main() -> int:
                     a.append(ours(path, threads, scratch))
             for phase, i in (("pp", 0), ("tg", 1)):
                 mine, ref = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
-                ratio = statistics.median(x[i] / y[i] for x, y in zip(a, b, strict=True))
-                note = "" if 0.9 <= ratio <= 1.1 else " [yellow]outside 10 %[/]"
+                ratios = [x[i] / y[i] for x, y in zip(a, b, strict=True)]
+                low, high = interval(ratios)
                 table.add_row(
-                    f"{dtype} {phase} tok/s, fleetbench / llama-bench (target 0.9-1.1){note}",
-                    f"{ratio:.3f}",
+                    f"{dtype} {phase} tok/s, fleetbench / llama-bench",
+                    f"{statistics.median(ratios):.3f}",
+                    f"{low:.3f}-{high:.3f}",
                     f"{mine:.1f}",
                     f"{ref:.1f}",
+                    verdict(low, high),
                 )
     console.print(table)
     return 0
