@@ -186,26 +186,24 @@ def test_llama_8b_refused_before_allocating_where_it_cannot_fit(tmp_path: Path) 
 
 @needs_llama_cpp
 @pytest.mark.parametrize("threads", [1, 2])
-def test_llama_cpp_threadpool_attached_for_the_session_and_detached_on_close(threads: int, tmp_path: Path) -> None:
-    """The session decodes on a pool it attached (as llama-bench does) and gives the logits of a context that
-    makes its own pool per graph; once the pool is closed, the same context still decodes, on its own pools."""
-    from fleetbench.edge.llm.llamacpp_threadpool import AttachedThreadpool
+def test_llama_cpp_session_decodes_on_its_own_threadpool_and_frees_it_after_the_context(
+    threads: int, tmp_path: Path
+) -> None:
+    """The session's context runs on a pool it attached (as llama-bench does) and gives the logits of a
+    context with none (ggml's pool per graph); closing frees the context, then the pool, once."""
     from fleetbench.edge.llm.runtimes import LlamaCppSession
 
     path = _export("llama.cpp", build_llama("llama3-debug", seed=4, overrides=SMALL), "f32", tmp_path)
     prompt = list(range(3, 19))
     session = LlamaCppSession(path, mmap=True, threads=threads, context=64, batch=32)
+    pool = session._pool
     try:
-        assert session._pool.pool
-        attached = [session.prefill(prompt), session.decode(7), session.decode(11)]
-        session._pool.close()
-        assert session._pool.pool is None
-        session._pool.close()  # a second close is a no-op, not a double free
-        own = [session.prefill(prompt), session.decode(7), session.decode(11)]
-        again = AttachedThreadpool(session.llm._ctx.ctx, threads)
-        reattached = [session.prefill(prompt), session.decode(7), session.decode(11)]
-        again.close()
+        assert pool.pool
+        steps = [session.prefill(prompt), session.decode(7), session.decode(11)]
+        without = session.logits([*prompt, 7, 11])  # a second context, no pool attached
     finally:
         session.close()
-    for ours, theirs in zip(attached + reattached, own + own, strict=True):
-        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+    assert pool.pool is None
+    pool.free()  # a second free does nothing
+    for position, logits in zip((-3, -2, -1), steps, strict=True):
+        np.testing.assert_allclose(logits, without[position], rtol=0, atol=1e-5)

@@ -43,13 +43,16 @@ def _llama() -> Any:
     lib = llama_cpp._lib
     lib.llama_attach_threadpool.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     lib.llama_attach_threadpool.restype = None
-    lib.llama_detach_threadpool.argtypes, lib.llama_detach_threadpool.restype = [ctypes.c_void_p], None
     return lib
 
 
 class AttachedThreadpool:
     """One pool of `threads` (ggml's default parameters: hybrid polling, normal priority, no pinning) for
-    both the single-token and the batch passes of `context`, until `close`."""
+    both the single-token and the batch passes of `context`.
+
+    `free` it only once the context is freed, llama-bench's order: after a detach, the CPU backend keeps the
+    pool's address until its next graph and then pauses it, so a pool freed while its context lives is
+    used after the free (a hang, where ggml is built without OpenMP and the pause takes the pool's mutex)."""
 
     def __init__(self, context: int, threads: int) -> None:
         ggml = _ggml()
@@ -67,12 +70,10 @@ class AttachedThreadpool:
         self.pool: int | None = self._new(params)
         if not self.pool:
             raise RuntimeError(f"llama.cpp: ggml_threadpool_new failed for {threads} threads")
-        self._llama, self._context = _llama(), context
-        self._llama.llama_attach_threadpool(context, self.pool, self.pool)
+        _llama().llama_attach_threadpool(context, self.pool, self.pool)
 
-    def close(self) -> None:
-        """Detach the pool from the context (which then makes its own per graph again) and free it."""
+    def free(self) -> None:
+        """Free the pool, after its context was freed; a second call does nothing."""
         if self.pool:
-            self._llama.llama_detach_threadpool(self._context)
             self._free(self.pool)
             self.pool = None

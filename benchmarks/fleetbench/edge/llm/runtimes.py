@@ -112,9 +112,9 @@ class LlamaCppSession:
             full.close()
 
     def close(self) -> None:
-        """See Session: the pool goes first, while the context it is attached to still exists."""
-        self._pool.close()
+        """See Session: the context first, then the threadpool it used (see AttachedThreadpool)."""
         self.llm.close()
+        self._pool.free()
 
 
 class MlxSession:
