@@ -9,13 +9,16 @@ PY := $(VENV)/bin/python
 FB := $(VENV)/bin/fleetbench
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,ncu,mobile,llm,compare
+# What `make demo` runs needs only the edge extra (ExecuTorch, the cooperative-matrix toolchain): a fresh
+# clone's demo does not wait for llama.cpp's build, which the first target that needs it does once.
+DEMO_EXTRAS ?= mobile
 RESULTS ?= results
 PYTEST_ARGS ?=
 # pytest-xdist workers of `make pytest` (0: one process); tests/conftest.py:worker_group says which tests share one
 PYTEST_WORKERS ?= 3
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test test-data lint fmt docs docs-serve pytest perf perf-gate compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -25,20 +28,28 @@ help: ## list the targets
 setup: ## system packages (Debian/Ubuntu) + .venv with fleetbench; fast when done (TORCH_SPEC=...)
 	@bash scripts/setup.sh
 
-demo: setup ## the main job on the CPU: every benchmark -> local Prometheus, results/<run_id>/
+demo: ## the main job on the CPU: every benchmark -> local Prometheus, results/<run_id>/
+	@EXTRAS=$(DEMO_EXTRAS) bash scripts/setup.sh
 	@$(FB) demo --results-dir $(RESULTS)
 
-test: setup ## lint, then the whole test suite (starts the services it needs)
+test: setup ## lint (docs site included), then the whole test suite (starts the services it needs)
 	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory pytest
 
-lint: setup ## ruff, mypy --strict, hadolint on every Dockerfile, ansible-lint on deploy/, shellcheck on the scripts
+lint: setup ## ruff, mypy --strict, hadolint, ansible-lint, shellcheck, and the docs site built --strict
 	$(VENV)/bin/ruff check benchmarks tests scripts
 	$(VENV)/bin/ruff format --check benchmarks tests scripts
 	$(VENV)/bin/mypy
 	find containers -name Dockerfile -print0 | sort -z | xargs -0 $(VENV)/bin/hadolint
 	cd deploy && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ../$(VENV)/bin/ansible-lint --offline --profile production -q
 	$(VENV)/bin/shellcheck .ci/run deploy/slurm/*.sbatch $$(find scripts containers deploy -name '*.sh' | sort)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/docs-lint
+
+docs: setup ## the docs site into site/ (mkdocs, Material; API pages from the docstrings): open site/index.html
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-serve: setup ## the docs site on http://127.0.0.1:8000, rebuilt as you edit
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 fmt: setup ## rewrite benchmarks tests scripts: ruff's safe fixes (imports, upgrades), then ruff format
 	$(VENV)/bin/ruff check --fix-only benchmarks tests scripts
@@ -52,8 +63,11 @@ TEST_DATA ?= $(FLEETBENCH_TEST_DATA)
 test-data: setup ## fetch the third-party test data (real profiler outputs) by commit into TEST_DATA=DIR, checked
 	@$(PY) scripts/test_data.py $(TEST_DATA)
 
-perf: setup ## performance ratios measured side by side in one run (not a test)
+perf: setup ## every performance row, quick settings (about 10 minutes on 2 cores): target and PASS/FAIL/NOISY each
 	@$(PY) scripts/perf.py
+
+perf-gate: setup ## the compare gate's own A/A false-positive rate and power, at the defaults (hours)
+	@$(PY) scripts/perf_compare.py
 
 # Training knobs: the same target runs multi-node with torchrun's c10d rendezvous
 #   make train NNODES=2 NODE_RANK=0 RDZV_ENDPOINT=node0:29500   (and NODE_RANK=1 on the other node)

@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 
+import perfkit
 from rich.console import Console
 from rich.table import Table
 
@@ -26,7 +27,8 @@ from fleetbench.config.schema import EdgeConfig
 from fleetbench.edge.plan import EdgePlan
 from fleetbench.errors import UserError
 
-ROUNDS = 7
+ROUNDS = perfkit.rounds(full=7, quick=5)
+TARGET = ">= 0.5"  # the first GEMM the adapter runs, over its FMA peak
 PER_ROUND = 3  # dispatches (or matmuls) per variant per round
 N = 1024
 # 256 x 256 invocations x 1024 steps x 12 lanes: about 10 ms on lavapipe, so launch cost hardly counts
@@ -56,11 +58,13 @@ def plan_gemms() -> tuple[EdgePlan, list[str]] | None:
         return plan_edge(cfg), gemms
     except UserError as exc:
         console.print(f"perf_edge: no edge figures on this machine: {exc}")
+        perfkit.emit(perfkit.skipped("edge GEMM / FMA peak", TARGET, f"no adapter: {exc}"))
         return None
 
 
-def measure_rates(plan: EdgePlan) -> dict[str, float] | None:
-    """FLOP/s of every planned kernel and of torch.matmul, medians of interleaved rounds; None if wrong."""
+def measure_rates(plan: EdgePlan) -> tuple[dict[str, float], dict[str, list[float]]] | None:
+    """FLOP/s of every planned kernel and of torch.matmul, medians of interleaved rounds, and each
+    round's median seconds; None if a kernel gave a wrong result."""
     from fleetbench.edge import kernels, measure
 
     with contextlib.ExitStack() as stack:
@@ -82,7 +86,25 @@ def measure_rates(plan: EdgePlan) -> dict[str, float] | None:
     for item in plan.compiled:
         if item.problem.spec.op == "peak":
             rate[item.problem.spec.name] = item.problem.flops / seconds[item.problem.spec.name]
-    return rate
+    return rate, medians
+
+
+def emit_target_row(gemms: list[str], rate: dict[str, float], rounds: dict[str, list[float]]) -> None:
+    """The target row for `make perf`: the first GEMM over the fastest probe, per round and overall."""
+    probe = max(PROBES, key=rate.__getitem__)
+    gemm = gemms[0]
+    # Seconds per round become a ratio of rates per round: (probe time / probe flops) over GEMM's.
+    probe_flops = rate[probe] * statistics.median(rounds[probe])
+    per_round = [(2.0 * N**3 / g) / (probe_flops / p) for g, p in zip(rounds[gemm], rounds[probe], strict=True)]
+    perfkit.emit(
+        perfkit.judged(
+            f"edge {gemm} {N}^3 fp32 / FMA peak",
+            rate[gemm] / rate[probe],
+            TARGET,
+            f"{rate[gemm] / 1e9:.1f} GFLOP/s vs {probe} {rate[probe] / 1e9:.1f} GFLOP/s, {ROUNDS} rounds",
+            samples=per_round,
+        )
+    )
 
 
 def perf_table(plan: EdgePlan, gemms: list[str], rate: dict[str, float]) -> Table:
@@ -135,9 +157,12 @@ def main() -> int:
         f"measuring on {rep.device} ({rep.backend}, {rep.adapter_type}), {plan.timing} timing, "
         f"{ROUNDS} interleaved rounds ..."
     )
-    rate = measure_rates(plan)
-    if rate is None:
+    measured = measure_rates(plan)
+    if measured is None:
+        perfkit.emit(perfkit.Row("edge GEMM / FMA peak", None, TARGET, "FAIL", "a kernel gave a wrong result"))
         return 1
+    rate, per_round = measured
+    emit_target_row(gemms, rate, per_round)
     if rep.subgroup_size:
         console.print(f"subgroup size measured on {rep.device}: {rep.subgroup_size}")
     console.print(perf_table(plan, gemms, rate))

@@ -34,13 +34,15 @@ from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
+import perfkit
 from rich.console import Console
 from rich.table import Table
 from scipy.stats import bootstrap
 
-ROUNDS = 21
+ROUNDS = perfkit.rounds(full=21, quick=7)
 REPEATS = 5  # tries of fleetbench's worker, repetitions of llama-bench (-r), per round
 PP, TG = 128, 32
+TARGET = "0.9-1.1"
 CACHE = Path.home() / ".cache" / "fleetbench"
 BUILD = CACHE / "build" / "llama-bench-shared"
 console = Console()
@@ -180,16 +182,24 @@ def main() -> int:
     """Measure and print the rows."""
     if importlib.util.find_spec("llama_cpp") is None:
         console.print("perf_edge_llm: llama-cpp-python is not installed (the llm extra); no figures")
+        perfkit.emit(
+            perfkit.skipped(
+                "edge llm: llama.cpp / llama-bench tok/s", TARGET, "llama-cpp-python is not installed (the llm extra)"
+            )
+        )
         return 0
     binary = llama_bench()
     if binary is None and "--build" in sys.argv:
         binary = build_llama_bench()
     if binary is None:
         console.print(f"perf_edge_llm: no llama-bench (set LLAMA_BENCH, or run with --build to build it in {BUILD})")
+        reason = "llama-bench is not built: `python scripts/perf_edge_llm.py --build` builds it once (about 5 minutes)"
+        perfkit.emit(perfkit.skipped("edge llm: llama.cpp / llama-bench tok/s", TARGET, reason))
         return 0
     env = on_wheel_libraries(binary)
     if isinstance(env, str):
         console.print(f"perf_edge_llm: {env}; no figures")
+        perfkit.emit(perfkit.skipped("edge llm: llama.cpp / llama-bench tok/s", TARGET, env))
         return 0
     from fleetbench.edge.llm.gguf_export import export_gguf
     from fleetbench.edge.llm.source import build_llama
@@ -235,6 +245,15 @@ def main() -> int:
                     f"{mine:.1f}",
                     f"{ref:.1f}",
                     verdict(low, high),
+                )
+                perfkit.emit(
+                    perfkit.judged(
+                        f"edge llm: llama.cpp / llama-bench, {dtype} {phase} tok/s",
+                        statistics.median(ratios),
+                        TARGET,
+                        f"{mine:.1f} vs {ref:.1f} tok/s, {ROUNDS} alternating rounds, {threads} thread(s)",
+                        samples=ratios,
+                    )
                 )
     console.print(table)
     return 0

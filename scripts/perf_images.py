@@ -15,21 +15,29 @@ import sys
 import time
 from pathlib import Path
 
+import perfkit
 from rich.console import Console
 from rich.table import Table
 
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = f"fbperf{os.getpid()}"
-REBUILDS = 3
+REBUILDS = perfkit.rounds(full=3, quick=2)
+REBUILD_TARGET = "<= 0.25"  # a one-line change rebuilds only the package's layer
 CHANGED_FILE = "benchmarks/fleetbench/__init__.py"
 
 console = Console()
 
 
 def main() -> int:
+    if perfkit.QUICK:  # a cold base and two cold builds take 6-7 minutes on 2 cores: more than `make perf`'s budget
+        reason = "cold builds take 6-7 minutes on 2 cores: run `python scripts/perf_images.py` for these rows"
+        perfkit.emit(perfkit.skipped("images: rebuild / cold build, trainer (cpu)", REBUILD_TARGET, reason))
+        return 0
     started = subprocess.run(["bash", str(REPO / "scripts/dockerd.sh")], capture_output=True, text=True)
     if started.returncode != 0:
-        console.print(f"image rows skipped: no Docker engine could start ({' '.join(started.stderr.split())[-300:]})")
+        reason = f"no Docker engine could start ({' '.join(started.stderr.split())[-300:]})"
+        console.print(f"image rows skipped: {reason}")
+        perfkit.emit(perfkit.skipped("images: rebuild / cold build, trainer (cpu)", REBUILD_TARGET, reason))
         return 0
     from fleetbench.images.base import NAMESPACE_LABEL, ensure_base
     from fleetbench.images.build import build_images
@@ -79,6 +87,15 @@ def main() -> int:
             f"{result.size_bytes / 1e6:.0f} MB of a {budget} MB budget; cold build {result.seconds:.0f} s"
             + (" (after the trainer: shares its Python stages)" if name == "edge-vulkan" else ""),
         )
+        if budget:
+            perfkit.emit(
+                perfkit.judged(
+                    f"images: {name} (cpu) size / budget",
+                    result.size_bytes / 1e6 / budget,
+                    "<= 1",
+                    f"{result.size_bytes / 1e6:.0f} MB of {budget} MB",
+                )
+            )
     trainer = cold["trainer"]
     median = statistics.median(rebuilds)
     table.add_row(
@@ -88,6 +105,15 @@ def main() -> int:
         f"local base {base_s:.0f} s",
     )
     console.print(table)
+    perfkit.emit(
+        perfkit.judged(
+            "images: rebuild / cold build, trainer (cpu)",
+            median / trainer.seconds,
+            REBUILD_TARGET,
+            f"{median:.1f} s vs {trainer.seconds:.0f} s cold, median of {REBUILDS} rebuilds",
+            samples=[s / trainer.seconds for s in rebuilds] if len(rebuilds) >= 3 else None,
+        )
+    )
     return 0
 
 

@@ -26,6 +26,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import perfkit
 from perf_trace import cpu_model, interleaved
 from rich.console import Console
 from rich.table import Table
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from testdata import get_test_data_dir, missing_reason
 
 REPORT = get_test_data_dir() / "ncu-rep" / "a10_inference_105_kernels.ncu-rep"
-ROUNDS = 7
+ROUNDS = perfkit.rounds(full=7, quick=5)
 TARGET = 2.0
 console = Console()
 
@@ -84,9 +85,13 @@ def main() -> int:
     args = parser.parse_args()
     if importlib.util.find_spec("ncu_report") is None:
         console.print("perf_ncu: NVIDIA's ncu-report is not installed (the ncu extra): no ncu row")
+        perfkit.emit(
+            perfkit.skipped("ncu summarize / bare ncu_report read", f"<= {TARGET:g}", "ncu-report is not installed")
+        )
         return 0
     if (reason := missing_reason()) is not None:
         console.print(f"perf_ncu: no ncu row: {reason}")
+        perfkit.emit(perfkit.skipped("ncu summarize / bare ncu_report read", f"<= {TARGET:g}", reason))
         return 0
     # A user's install has its bytecode (pip compiles on install; a checkout writes it on the first run);
     # where PYTHONDONTWRITEBYTECODE is set, every round would compile the sources again.
@@ -110,6 +115,14 @@ def main() -> int:
         + (" [yellow]above target[/]" if missed else ""),
     )
     console.print(table)
+    perfkit.emit(
+        perfkit.judged(
+            "ncu summarize / bare ncu_report read",
+            ratio,
+            f"<= {TARGET:g}",
+            f"{best['ours']:.3f} s vs {best['bare']:.3f} s, fastest of {args.rounds} whole processes",
+        )
+    )
     return 1 if missed and args.strict else 0
 
 

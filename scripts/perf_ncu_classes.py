@@ -16,6 +16,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import perfkit
 from rich.console import Console
 from rich.table import Table
 
@@ -54,6 +55,7 @@ def main() -> int:
     args = parser.parse_args()
     if (reason := missing_reason()) is not None:
         console.print(f"perf_ncu_classes: no row: {reason}")
+        perfkit.emit(perfkit.skipped("ncu classes unexplained vs NVIDIA's rule", "<= 0", reason))
         return 0
     files = reports()
     a, refused = measure(files)
@@ -76,6 +78,14 @@ def main() -> int:
         f"{a.levels_agree} of {a.levels_judged} launches where both name a level agree",
     )
     console.print(table)
+    perfkit.emit(
+        perfkit.judged(
+            "ncu classes unexplained vs NVIDIA's rule",
+            len(a.unexplained),
+            "<= 0",
+            f"{a.judged} launches judged by both, {a.agree} agree, {len(a.explained)} differ with a stated reason",
+        )
+    )
     if importlib.util.find_spec("ncu_report") is None:
         console.print("the .ncu-rep reports were left out: NVIDIA's ncu-report is not installed (the ncu extra)")
     for line in refused:

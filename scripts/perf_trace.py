@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import perfkit
 from rich.console import Console
 from rich.table import Table
 
@@ -38,7 +39,7 @@ from testdata import get_test_data_dir, missing_reason
 DATA = get_test_data_dir() / "hta"
 LARGEST = DATA / "nccl_parser_config" / "nccl_data.json.gz"
 RANKS = DATA / "trace_filter"
-ROUNDS = 5
+ROUNDS = perfkit.rounds(full=5, quick=3)
 TARGET = 2.0
 console = Console()
 
@@ -101,9 +102,11 @@ def main() -> int:
         import hta  # noqa: F401
     except ImportError:
         console.print("perf_trace: HolisticTraceAnalysis is not installed (the dev extra): no trace row")
+        perfkit.emit(perfkit.skipped("trace summary: HTA / ours", f">= {TARGET:g}", "HTA is not installed"))
         return 0
     if (reason := missing_reason()) is not None:
         console.print(f"perf_trace: no trace row: {reason}")
+        perfkit.emit(perfkit.skipped("trace summary: HTA / ours", f">= {TARGET:g}", reason))
         return 0
     logging.getLogger("hta").setLevel(logging.ERROR)  # HTA logs every parse at WARNING
     warnings.filterwarnings("ignore")
@@ -125,6 +128,15 @@ def main() -> int:
             medians = interleaved({"hta": hta_work(trace_dir), "ours": our_work(traces)}, args.rounds)
             ratio = medians["hta"] / medians["ours"]
             missed |= is_target and ratio < TARGET
+            if is_target:
+                perfkit.emit(
+                    perfkit.judged(
+                        f"trace summary: HTA / ours, {LARGEST.name}",
+                        ratio,
+                        f">= {TARGET:g}",
+                        f"HTA {medians['hta']:.3f} s, ours {medians['ours']:.3f} s, medians of {args.rounds} rounds",
+                    )
+                )
             table.add_row(
                 label,
                 f"{ratio:.2f}",

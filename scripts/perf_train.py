@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import perfkit
+
 from fleetbench.devices import cpu_model_name
 from fleetbench.results.store import read_records
 
@@ -178,15 +180,17 @@ def print_pairs(setups: Setups) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="tiny")
-    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--steps", type=int, default=perfkit.rounds(full=40, quick=24))
     parser.add_argument("--log-every", type=int, default=10, help="log interval (both setups)")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=perfkit.rounds(full=3, quick=2))
     parser.add_argument("--batch-size", type=int, help="sequences per FSDP2 rank (default: the preset's)")
     parser.add_argument("--no-double", action="store_true", help="skip the runs at twice the batch")
     parser.add_argument("--no-trace", action="store_true", help="skip the profiled run and its breakdown")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
+    if perfkit.QUICK:  # `make perf`: the target rows only; the breakdowns are this script's own run
+        args.no_double = args.no_trace = True
 
     common = [f"preset={args.preset}", f"steps={args.steps}", f"log_every={args.log_every}", "plot=false"]
     from fleetbench.config.train import PRESETS
@@ -252,6 +256,24 @@ def main() -> int:
     print_breakdown(median_run(setups.fsdp, setups.fsdp_tps), median_run(setups.single, setups.single_tps), traced)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "loads": loads, "traced": traced}, indent=2))
+    pair_ratios = [f / s for f, s in zip(setups.fsdp_tps, setups.single_tps, strict=True)]
+    perfkit.emit(
+        perfkit.judged(
+            "train: FSDP2 2 gloo ranks / one process, tokens/s",
+            setups.ratio,
+            f">= {RATIO_TARGET}",
+            f"best of {args.repeats} alternating runs each, {args.preset} preset, {args.steps} steps",
+            samples=pair_ratios,
+        )
+    )
+    perfkit.emit(
+        perfkit.judged(
+            "train: telemetry share of step time",
+            overhead,
+            f"<= {TELEMETRY_TARGET}",
+            "worst rank of any run",
+        )
+    )
     missed = [row["row"] for row in rows if row.get("ok") is False]
     return 1 if (missed and args.strict) else 0
 

@@ -16,6 +16,8 @@ from conftest import REPO
 
 
 def load_script() -> ModuleType:
+    if str(REPO / "scripts") not in sys.path:  # the scripts import their shared perfkit, as when run
+        sys.path.insert(0, str(REPO / "scripts"))
     spec = importlib.util.spec_from_file_location("perf_edge_llm_script", REPO / "scripts" / "perf_edge_llm.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

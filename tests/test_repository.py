@@ -57,8 +57,8 @@ def test_the_repository_carries_only_the_projects_own_test_data() -> None:
 
 
 def readme_layout() -> list[str]:
-    """The lines of the README's layout block (the fenced block after the layout marker)."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The lines of the layout block in docs/architecture.md (the fenced block after the layout marker)."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
     block = text.split("<!-- layout", 1)[1].split("```", 2)[1]
     return [line for line in block.splitlines() if line.strip()]
 

@@ -365,8 +365,10 @@ def _require(cfg: EdgeLlmConfig) -> None:
     for runtime in cfg.runtimes:
         module, extra, pip = packages[runtime]
         if importlib.util.find_spec(module) is None:
+            # llama-cpp-python ships only sources: `make setup` (the [llm] extra) builds it once, minutes
+            build = " (`make setup` builds it once: about 5-10 minutes on 2 cores)" if runtime == "llama.cpp" else ""
             raise UserError(
-                f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [{extra}] extra ({pip}), "
+                f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [{extra}] extra ({pip}){build}, "
                 f"or accepted without it: {', '.join(r for r in packages if r != runtime)}"
             )
     if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
