@@ -174,14 +174,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     run = sub.add_parser("run", help="run the kernel set on this machine's GPU adapter (lavapipe here)")
     add_run_options(run)
-    add_flags(run, RUN_FLAGS, "edge")
-    run.add_argument("--quick", action="store_true", help="a small set that takes seconds (smoke test, demo)")
+    group = add_flags(run, RUN_FLAGS, "edge")
+    group.add_argument("--quick", action="store_true", help="a small set that takes seconds (smoke test, demo)")
     run.set_defaults(handler=handle_run)
 
     export = sub.add_parser("export", help="export the trainer's tiny model (or --module) to .pte with ExecuTorch")
     add_run_options(export)
-    add_flags(export, EXPORT_FLAGS, "export")
-    export.add_argument("--out-dir", type=Path, metavar="DIR", help="where the .pte files go (default: RESULTS/models)")
+    group = add_flags(export, EXPORT_FLAGS, "export")
+    group.add_argument("--out-dir", type=Path, metavar="DIR", help="where the .pte files go (default: RESULTS/models)")
     export.set_defaults(handler=handle_export)
 
     llm = sub.add_parser(
@@ -189,8 +189,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="the llama model exported to llama.cpp (GGUF), MLX and ExecuTorch, side by side: pp/tg tok/s, TTFT, load, RSS",
     )
     add_run_options(llm)
-    add_flags(llm, LLM_FLAGS, "llm")
-    llm.add_argument("--quick", action="store_true", help="pp32 tg8, 2-3 tries: seconds (smoke test, demo)")
+    group = add_flags(llm, LLM_FLAGS, "llm")
+    group.add_argument("--quick", action="store_true", help="pp32 tg8, 2-3 tries: seconds (smoke test, demo)")
     llm.set_defaults(handler=handle_llm)
 
     info = sub.add_parser("info", help="describe the adapters: features, limits, cooperative matrix, runtimes")

@@ -83,14 +83,17 @@ class Flag:
         }
 
 
-def add_flags(parser: argparse.ArgumentParser, flags: tuple[Flag, ...], title: str | None = None) -> None:
+def add_flags(
+    parser: argparse.ArgumentParser, flags: tuple[Flag, ...], title: str | None = None
+) -> argparse.ArgumentParser | argparse._ArgumentGroup:
     """Add `flags` to `parser` (in an argument group titled `title`, if given) and remember them on it
-    for `config_from_args`."""
+    for `config_from_args`; returns where they went, for the command's other options of that group."""
     target = parser.add_argument_group(title) if title else parser
     for flag in flags:
         flag.add_to(target)
     tables = parser.get_default(TABLES_DEST) or ()
     parser.set_defaults(**{TABLES_DEST: (*tables, flags)})
+    return target
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
