@@ -15,19 +15,18 @@ from fleetbench.results.record import HeadlineFigure
 from fleetbench.results.store import read_records
 from fleetbench.runinfo import RUN_ID_PATTERN
 from fleetbench.telemetry.session import open_run
+from package_graph import PACKAGE, job_modules
 
-# Each job's entry, `JOB`: `(config, context) -> JobResult` (fleetbench/job.py), typed by mypy as a Job.
-JOB_MODULES = (
-    "fleetbench.probe.run",
-    "fleetbench.train.run",
-    "fleetbench.train.stage",
-    "fleetbench.profile.run",
-    "fleetbench.profile.trace.stage",
-    "fleetbench.profile.ncu.run",
-    "fleetbench.profile.roofline.run",
-    "fleetbench.edge.run",
-    "fleetbench.edge.stage",
-)
+# Each job's entry, `JOB`: `(config, context) -> JobResult` (fleetbench/job.py), typed by mypy as a Job;
+# the modules are found by scanning the package for a module-level `JOB: ...` declaration.
+JOB_MODULES = sorted(job_modules())
+
+
+def test_the_jobs_are_found() -> None:
+    """The scan finds the jobs of every job package (and a `JOB` that is only a name, not a Job, is no job)."""
+    assert {module.split(".")[1] for module in JOB_MODULES} == {"edge", "probe", "profile", "train"}
+    assert "fleetbench.edge.llm.job" in JOB_MODULES
+    assert "fleetbench.telemetry.push" not in JOB_MODULES  # its JOB is the Pushgateway's job label
 
 
 @pytest.mark.parametrize("module", JOB_MODULES)
@@ -158,9 +157,6 @@ def test_headline_figures_compare_by_metric_and_labels() -> None:
     assert a.key() == b.key() and a.better == "lower"
 
 
-PACKAGE = Path(__file__).resolve().parents[1] / "benchmarks" / "fleetbench"
-
-
 def imports_of(path: Path) -> list[tuple[str, list[str]]]:
     """(module, names) of every `import x` and `from x import names` in one source file."""
     import ast
@@ -202,3 +198,19 @@ def test_no_module_imports_another_packages_private_name() -> None:
                     if n.startswith("_") and not n.endswith("__")
                 ]
     assert offenders == []
+
+
+def test_every_job_entry_is_declared_as_a_job() -> None:
+    """A module-level `JOB` is either declared `JOB: Job[...]` (so the scan above finds it) or a plain text
+    label (the Pushgateway's job name); an undeclared `JOB = run` would hide a job from these tests."""
+    import ast
+
+    undeclared = [
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.parse(path.read_text(encoding="utf-8")).body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(target, ast.Name) and target.id == "JOB" for target in node.targets)
+        and not (isinstance(node.value, ast.Constant) and isinstance(node.value.value, str))
+    ]
+    assert undeclared == []

@@ -462,3 +462,33 @@ def test_without_a_window_the_profiler_does_nothing(tmp_path: Path) -> None:
         "excluded_steps": None,
         "excluded_from_throughput": False,
     }
+
+
+@pytest.mark.parametrize("model", ["seed", "llama"])
+def test_activation_checkpointing_recomputes_the_same_block(model: str) -> None:
+    """Both decoders' blocks share one checkpointed forward and one RMSNorm: with checkpointing on, the
+    loss and every gradient are those of the plain forward."""
+    from fleetbench.train.blocks import CheckpointedBlock, RMSNorm
+    from fleetbench.train.decoder import build_decoder
+
+    shape = ModelShape(dim=32, layers=2, heads=4, ffn_dim=64, vocab_size=64, model=model)
+    tokens = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    results = []
+    for checkpointing in (False, True):
+        decoder = build_decoder(shape)
+        init_weights(decoder, seed=3)
+        for block in decoder.blocks():
+            assert isinstance(block, CheckpointedBlock)
+            block.activation_checkpointing = checkpointing
+        loss = torch.nn.functional.cross_entropy(decoder(tokens).flatten(0, 1), tokens.flatten())
+        loss.backward()
+        results.append(
+            (loss.detach(), {n: p.grad.clone() for n, p in decoder.named_parameters() if p.grad is not None})
+        )
+        norms = {type(m) for m in decoder.modules() if "Norm" in type(m).__name__}
+        assert norms == {RMSNorm}
+    (plain, plain_grads), (recomputed, recomputed_grads) = results
+    assert torch.equal(plain, recomputed)
+    assert plain_grads.keys() == recomputed_grads.keys() and len(plain_grads) > 0
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(recomputed_grads[name], grad, rtol=0, atol=0, msg=name)

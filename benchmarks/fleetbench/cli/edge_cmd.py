@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from fleetbench import jsonio
+from fleetbench.cli.flags import Flag, add_flags
 from fleetbench.cli.options import (
     add_run_options,
     config_from_args,
@@ -45,6 +45,128 @@ def _ints(text: str | None, flag: str) -> list[int] | None:
         raise UserError(f"{flag} {text!r} is not accepted; accepted: CPU numbers like 0,1") from None
 
 
+def _kernels(text: str, flag: str) -> list[str] | None:
+    return _list(text, flag, "none")
+
+
+def _listed(text: str, flag: str) -> list[str] | None:
+    return _list(text, flag)
+
+
+def _partitioners(text: str, flag: str) -> list[str] | None:
+    names = _list(text, flag)
+    return None if names == ["all"] else names  # all: every partitioner, skipping what this host cannot lower
+
+
+RUN_FLAGS = (
+    Flag("--backend", "edge.backend", BACKEND_HELP, example="vulkan"),
+    Flag("--adapter", "edge.adapter", "pick the adapter whose name contains NAME", example="llvmpipe", metavar="NAME"),
+    Flag(
+        "--kernels",
+        "edge.kernels",
+        "comma-separated kernel names, or 'none' (see edge info)",
+        example="copy,silu",
+        metavar="LIST",
+        convert=_kernels,
+    ),
+    Flag(
+        "--dtypes",
+        "edge.dtypes",
+        "float32,float16 (default: float16 where shader-f16 exists)",
+        example="float32",
+        metavar="LIST",
+        convert=_listed,
+    ),
+    Flag("--timing", "edge.timing", "auto, timestamp or wallclock (default: auto)", example="wallclock"),
+    Flag(
+        "--pte",
+        "edge.pte",
+        "also time this ExecuTorch program (alone unless --kernels)",
+        example="model.pte",
+        type=Path,
+        metavar="FILE",
+    ),
+    Flag(
+        "--module",
+        "edge.module",
+        "eager reference for --pte without a sidecar",
+        example="pkg.models:build",
+        metavar="PKG.MODULE:FACTORY",
+    ),
+    Flag(
+        "--cpu-affinity",
+        "edge.cpu_affinity",
+        "CPUs the host process may run on, e.g. 0,1 (Linux)",
+        example="0",
+        metavar="LIST",
+        convert=_ints,
+    ),
+)
+EXPORT_FLAGS = (
+    Flag(
+        "--module",
+        "edge.module",
+        "factory returning (module, example_inputs)",
+        example="pkg.models:build",
+        metavar="PKG.MODULE:FACTORY",
+    ),
+    Flag(
+        "--partitioners",
+        "edge.partitioners",
+        "xnnpack,vulkan,coreml,mps, or 'all' (skips what this host cannot lower)",
+        example="xnnpack,vulkan",
+        metavar="LIST",
+        convert=_partitioners,
+    ),
+)
+LLM_FLAGS = (
+    Flag("--preset", "edge.llm.preset", "llama3-debug (default) or llama3-8b", example="llama3-8b"),
+    Flag(
+        "--checkpoint",
+        "edge.llm.checkpoint",
+        "a trainer checkpoint (default: a fresh init)",
+        example="results/r1/checkpoints/step-2",
+        type=Path,
+        metavar="PATH",
+    ),
+    Flag(
+        "--runtimes",
+        "edge.llm.runtimes",
+        "llama.cpp,mlx,executorch (default: all three)",
+        example="llama.cpp,mlx",
+        metavar="LIST",
+        convert=_listed,
+    ),
+    Flag(
+        "--dtypes",
+        "edge.llm.dtypes",
+        "f32,f16,q8_0 (default: all; q8_0 is llama.cpp's)",
+        example="f32,q8_0",
+        metavar="LIST",
+        convert=_listed,
+    ),
+    Flag(
+        "--prompt-tokens",
+        "edge.llm.prompt_tokens",
+        "pp: prompt length (default 128)",
+        example="64",
+        type=int,
+        metavar="N",
+    ),
+    Flag(
+        "--gen-tokens", "edge.llm.gen_tokens", "tg: tokens generated (default 32)", example="16", type=int, metavar="N"
+    ),
+    Flag(
+        "--threads",
+        "edge.llm.threads",
+        "CPU threads (default: the CPUs this process may use)",
+        example="2",
+        type=int,
+        metavar="N",
+    ),
+)
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `edge run`, `edge export` and `edge info`."""
     parser = commands.add_parser("edge", help="edge GPUs: Vulkan/Metal kernels through wgpu, MPS, ExecuTorch")
@@ -52,27 +174,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
     run = sub.add_parser("run", help="run the kernel set on this machine's GPU adapter (lavapipe here)")
     add_run_options(run)
-    group = run.add_argument_group("edge")
-    group.add_argument("--backend", help=BACKEND_HELP)
-    group.add_argument("--adapter", metavar="NAME", help="pick the adapter whose name contains NAME")
-    group.add_argument("--kernels", metavar="LIST", help="comma-separated kernel names, or 'none' (see edge info)")
-    group.add_argument("--dtypes", metavar="LIST", help="float32,float16 (default: float16 where shader-f16 exists)")
-    group.add_argument("--timing", help="auto, timestamp or wallclock (default: auto)")
-    group.add_argument(
-        "--pte", type=Path, metavar="FILE", help="also time this ExecuTorch program (alone unless --kernels)"
-    )
-    group.add_argument("--module", metavar="PKG.MODULE:FACTORY", help="eager reference for --pte without a sidecar")
-    group.add_argument("--cpu-affinity", metavar="LIST", help="CPUs the host process may run on, e.g. 0,1 (Linux)")
+    group = add_flags(run, RUN_FLAGS, "edge")
     group.add_argument("--quick", action="store_true", help="a small set that takes seconds (smoke test, demo)")
     run.set_defaults(handler=handle_run)
 
     export = sub.add_parser("export", help="export the trainer's tiny model (or --module) to .pte with ExecuTorch")
     add_run_options(export)
-    group = export.add_argument_group("export")
-    group.add_argument("--module", metavar="PKG.MODULE:FACTORY", help="factory returning (module, example_inputs)")
-    group.add_argument(
-        "--partitioners", metavar="LIST", help="xnnpack,vulkan,coreml,mps, or 'all' (skips what this host cannot lower)"
-    )
+    group = add_flags(export, EXPORT_FLAGS, "export")
     group.add_argument("--out-dir", type=Path, metavar="DIR", help="where the .pte files go (default: RESULTS/models)")
     export.set_defaults(handler=handle_export)
 
@@ -81,14 +189,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="the llama model exported to llama.cpp (GGUF), MLX and ExecuTorch, side by side: pp/tg tok/s, TTFT, load, RSS",
     )
     add_run_options(llm)
-    group = llm.add_argument_group("llm")
-    group.add_argument("--preset", help="llama3-debug (default) or llama3-8b")
-    group.add_argument("--checkpoint", type=Path, metavar="PATH", help="a trainer checkpoint (default: a fresh init)")
-    group.add_argument("--runtimes", metavar="LIST", help="llama.cpp,mlx,executorch (default: all three)")
-    group.add_argument("--dtypes", metavar="LIST", help="f32,f16,q8_0 (default: all; q8_0 is llama.cpp's)")
-    group.add_argument("--prompt-tokens", type=int, metavar="N", help="pp: prompt length (default 128)")
-    group.add_argument("--gen-tokens", type=int, metavar="N", help="tg: tokens generated (default 32)")
-    group.add_argument("--threads", type=int, metavar="N", help="CPU threads (default: the CPUs this process may use)")
+    group = add_flags(llm, LLM_FLAGS, "llm")
     group.add_argument("--quick", action="store_true", help="pp32 tg8, 2-3 tries: seconds (smoke test, demo)")
     llm.set_defaults(handler=handle_llm)
 
@@ -101,17 +202,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def handle_run(args: argparse.Namespace, console: Console) -> int:
     """Run the edge job; with --pte and no kernels chosen, time the program alone."""
-    flags: dict[str, tuple[Any, str]] = {
-        "edge.backend": (args.backend, "--backend"),
-        "edge.adapter": (args.adapter, "--adapter"),
-        "edge.kernels": (_list(args.kernels, "--kernels", "none"), "--kernels"),
-        "edge.dtypes": (_list(args.dtypes, "--dtypes"), "--dtypes"),
-        "edge.timing": (args.timing, "--timing"),
-        "edge.pte": (str(args.pte) if args.pte else None, "--pte"),
-        "edge.module": (args.module, "--module"),
-        "edge.cpu_affinity": (_ints(args.cpu_affinity, "--cpu-affinity"), "--cpu-affinity"),
-    }
-    config = config_from_args(args, flags)
+    config = config_from_args(args)
     from fleetbench.edge import run as edge_job  # wgpu and numpy load only when a run really starts
     from fleetbench.edge.plan import quick
 
@@ -132,16 +223,7 @@ def handle_run(args: argparse.Namespace, console: Console) -> int:
 
 def handle_llm(args: argparse.Namespace, console: Console) -> int:
     """Export the llama model and run it in each edge LLM runtime; a runtime that disagrees with eager fails."""
-    flags: dict[str, tuple[Any, str]] = {
-        "edge.llm.preset": (args.preset, "--preset"),
-        "edge.llm.checkpoint": (str(args.checkpoint) if args.checkpoint else None, "--checkpoint"),
-        "edge.llm.runtimes": (_list(args.runtimes, "--runtimes"), "--runtimes"),
-        "edge.llm.dtypes": (_list(args.dtypes, "--dtypes"), "--dtypes"),
-        "edge.llm.prompt_tokens": (args.prompt_tokens, "--prompt-tokens"),
-        "edge.llm.gen_tokens": (args.gen_tokens, "--gen-tokens"),
-        "edge.llm.threads": (args.threads, "--threads"),
-    }
-    config = config_from_args(args, flags)
+    config = config_from_args(args)
     if args.quick:
         quick = {"prompt_tokens": 32, "gen_tokens": 8, "min_tries": 2, "max_tries": 3}
         llm_cfg = config.edge.llm.model_copy(
@@ -167,11 +249,7 @@ def handle_export(args: argparse.Namespace, console: Console) -> int:
     """
     names = _list(args.partitioners, "--partitioners")
     strict = names is not None and names != ["all"]
-    flags: dict[str, tuple[Any, str]] = {
-        "edge.module": (args.module, "--module"),
-        "edge.partitioners": (None if names in (None, ["all"]) else names, "--partitioners"),
-    }
-    config = config_from_args(args, flags)
+    config = config_from_args(args)
     edge = config.edge
     from fleetbench.edge import pte
     from fleetbench.edge.model_factory import build

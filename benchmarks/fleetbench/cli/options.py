@@ -75,14 +75,10 @@ def print_record_path(console: Console, record: ResultRecord, results_dir: Path)
     console.print(f"result record: {results_dir / record.run_id / RECORDS_FILE}", markup=False, soft_wrap=True)
 
 
-def config_from_args(
-    args: argparse.Namespace, extra_flags: dict[str, tuple[Any, str]] | None = None
-) -> FleetbenchConfig:
-    """The validated config of a command: file, --set overrides, the run options, then `extra_flags`.
-
-    `extra_flags` maps a dotted key to (value, flag name); a None value leaves the key alone, and the
-    flag name is what an error message blames.
-    """
+def config_from_args(args: argparse.Namespace) -> FleetbenchConfig:
+    """The validated config of a command: file, --set overrides, the run options, then the command's
+    shortcut flags (its `cli.flags` tables); an error blames the flag that gave the wrong value."""
+    from fleetbench.cli.flags import flag_overrides
     from fleetbench.config.loader import load_config
 
     flags: dict[str, tuple[Any, str]] = {
@@ -92,7 +88,7 @@ def config_from_args(
             args.pushgateway or os.environ.get(PUSHGATEWAY_ENV) or None,
             "--pushgateway" if args.pushgateway else PUSHGATEWAY_ENV,
         ),
-        **(extra_flags or {}),
+        **flag_overrides(args),
     }
     config: FleetbenchConfig = load_config(args.config, args.overrides, flags)
     return config

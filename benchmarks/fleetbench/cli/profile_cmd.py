@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from fleetbench import jsonio
+from fleetbench.cli.flags import Flag, add_flags
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.errors import UserError
 
@@ -33,47 +34,114 @@ def _program(values: list[str]) -> list[str]:
     return values[1:] if values[:1] == ["--"] else values
 
 
+def _program_or_none(values: list[str], _flag: str) -> list[str] | None:
+    return _program(values) or None
+
+
+PROFILE_FLAGS = (
+    Flag("--workload", "profile.workload", "auto, train, linear, script or module (default: auto)", example="linear"),
+    Flag("--script", "profile.script", "profile this Python file (args after --)", example="train.py", type=Path),
+    Flag("--module", "profile.module", "profile this module, like python -m (args after --)", example="json.tool"),
+    Flag("--device", "profile.device", "auto, cpu or cuda (default: auto)", example="cpu"),
+    Flag(
+        "program_args",
+        "profile.args",
+        "arguments of the script or module",
+        example="--steps=2",
+        metavar="-- ARGS",
+        convert=_program_or_none,
+    ),
+)
+NCU_RUN_FLAGS = (
+    Flag(
+        "--report",
+        "profile.ncu.report",
+        "report path (default: RESULTS/RUN_ID/ncu/report.ncu-rep)",
+        example="out.ncu-rep",
+        type=Path,
+    ),
+    Flag(
+        "--kernel-name",
+        "profile.ncu.kernel_name",
+        "ncu --kernel-name filter (NAME or regex:EXPR)",
+        example="regex:gemm",
+    ),
+    Flag("--launch-skip", "profile.ncu.launch_skip", "ncu --launch-skip", example="2", type=int),
+    Flag("--launch-count", "profile.ncu.launch_count", "ncu --launch-count", example="5", type=int),
+    Flag(
+        "--clock-control",
+        "profile.ncu.clock_control",
+        "ncu --clock-control: base (default), none or reset",
+        example="none",
+    ),
+    Flag("--nvtx-include", "profile.ncu.nvtx_include", "ncu --nvtx --nvtx-include filter", example="step/"),
+    Flag(
+        "program",
+        "profile.ncu.program",
+        "program to profile (default: the profile workload, via fleetbench.profile.ncu.target)",
+        example="python3",
+        metavar="-- PROGRAM",
+        convert=_program_or_none,
+    ),
+)
+GPU_FLAG_HELP = "the GPU the report was captured on, where it says only 'device 0' (CSV, log)"
+NCU_SUMMARIZE_FLAGS = (
+    Flag("--gpu", "profile.ncu.gpu", GPU_FLAG_HELP, example="H100 SXM", metavar="NAME"),
+    Flag("--peak", "profile.ncu.peak", PEAK_HELP, example="dram=864GB/s,fp32=91.6TFLOPS", metavar="PEAKS"),
+)
+ROOFLINE_FLAGS = (
+    Flag(
+        "--ncu",
+        "profile.roofline_ncu",
+        "kernels of an ncu report (.ncu-rep or CSV)",
+        example="k.ncu-rep",
+        type=Path,
+        metavar="REPORT",
+    ),
+    Flag(
+        "--gpu", "profile.ncu.gpu", "with --ncu: the GPU the report was captured on", example="H100 SXM", metavar="NAME"
+    ),
+    Flag(
+        "--peak",
+        "profile.ncu.peak",
+        "with --ncu: " + PEAK_HELP,
+        example="dram=864GB/s,fp32=91.6TFLOPS",
+        metavar="PEAKS",
+    ),
+    Flag(
+        "--ops",
+        "profile.roofline_ops",
+        "ops of a profile run folder (or its ops.json)",
+        example="results/r1",
+        type=Path,
+        metavar="RUN",
+    ),
+    Flag("--device", "profile.device", "auto, cpu or cuda: whose peaks to measure (default: auto)", example="cpu"),
+    Flag("--remeasure", "profile.remeasure_peaks", "measure the peaks again (ignore the cache)", switch=True),
+)
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `profile`, `ncu run`, `ncu summarize`, `ncu permissions` and `roofline`."""
     profile = commands.add_parser(
         "profile", help="torch.profiler trace, trace summary and analytical roofline of a workload (steps A, C)"
     )
     add_run_options(profile)
-    profile.add_argument("--workload", help="auto, train, linear, script or module (default: auto)")
-    profile.add_argument("--script", type=Path, help="profile this Python file (args after --)")
-    profile.add_argument("--module", help="profile this module, like python -m (args after --)")
-    profile.add_argument("--device", help="auto, cpu or cuda (default: auto)")
-    profile.add_argument(
-        "program_args", nargs=argparse.REMAINDER, metavar="-- ARGS", help="arguments of the script or module"
-    )
+    add_flags(profile, PROFILE_FLAGS)
     profile.set_defaults(handler=handle_profile)
 
     ncu = commands.add_parser("ncu", help="Nsight Compute: capture with ncu, summarise reports (step B)")
     sub = ncu.add_subparsers(dest="ncu_command", required=True, metavar="{run,summarize,permissions}")
     run = sub.add_parser("run", help="ncu --set full --target-processes all -o REPORT PROGRAM, then summarise")
     add_run_options(run)
-    run.add_argument("--report", type=Path, help="report path (default: RESULTS/RUN_ID/ncu/report.ncu-rep)")
-    run.add_argument("--kernel-name", help="ncu --kernel-name filter (NAME or regex:EXPR)")
-    run.add_argument("--launch-skip", type=int, help="ncu --launch-skip")
-    run.add_argument("--launch-count", type=int, help="ncu --launch-count")
-    run.add_argument("--clock-control", help="ncu --clock-control: base (default), none or reset")
-    run.add_argument("--nvtx-include", help="ncu --nvtx --nvtx-include filter")
-    run.add_argument(
-        "program",
-        nargs=argparse.REMAINDER,
-        metavar="-- PROGRAM",
-        help="program to profile (default: the profile workload, via fleetbench.profile.ncu.target)",
-    )
+    add_flags(run, NCU_RUN_FLAGS)
     run.set_defaults(handler=handle_ncu_run)
     summarize = sub.add_parser("summarize", help="per-kernel speed-of-light, FLOPs, DRAM bytes, class and fix")
     summarize.add_argument("report", type=Path, help=".ncu-rep file, or ncu --csv output (--page details or raw)")
     summarize.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     summarize.add_argument("--launches", action="store_true", help="one row per launch instead of per kernel")
     summarize.add_argument("--record", action="store_true", help="also write a result record and metrics")
-    summarize.add_argument(
-        "--gpu", metavar="NAME", help="the GPU the report was captured on, where it says only 'device 0' (CSV, log)"
-    )
-    summarize.add_argument("--peak", metavar="PEAKS", help=PEAK_HELP)
+    add_flags(summarize, NCU_SUMMARIZE_FLAGS)  # read by --record's config, else straight from args
     add_run_options(summarize)
     summarize.set_defaults(handler=handle_ncu_summarize)
     permissions = sub.add_parser("permissions", help="who may read the GPU counters here (RmProfilingAdminOnly)")
@@ -85,28 +153,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "roofline", help="roofline PNG from an ncu report or a profile run, against peaks (step C)"
     )
     add_run_options(roofline)
-    roofline.add_argument("--ncu", type=Path, metavar="REPORT", help="kernels of an ncu report (.ncu-rep or CSV)")
-    roofline.add_argument("--gpu", metavar="NAME", help="with --ncu: the GPU the report was captured on")
-    roofline.add_argument("--peak", metavar="PEAKS", help="with --ncu: " + PEAK_HELP)
-    roofline.add_argument("--ops", type=Path, metavar="RUN", help="ops of a profile run folder (or its ops.json)")
-    roofline.add_argument("--device", help="auto, cpu or cuda: whose peaks to measure (default: auto)")
-    roofline.add_argument("--remeasure", action="store_true", help="measure the peaks again (ignore the cache)")
+    add_flags(roofline, ROOFLINE_FLAGS)
     roofline.set_defaults(handler=handle_roofline)
 
 
 def handle_profile(args: argparse.Namespace, console: Console) -> int:
     """Profile the workload (arguments after `--` go to a script or module)."""
-    program_args = _program(args.program_args)
-    config = config_from_args(
-        args,
-        {
-            "profile.workload": (args.workload, "--workload"),
-            "profile.script": (str(args.script) if args.script else None, "--script"),
-            "profile.module": (args.module, "--module"),
-            "profile.device": (args.device, "--device"),
-            "profile.args": (program_args or None, "-- ARGS"),
-        },
-    )
+    config = config_from_args(args)
     from fleetbench.cli.views.profile import show_profile
     from fleetbench.profile import run as profile_job  # torch loads once the config is valid
 
@@ -119,18 +172,7 @@ def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
     """Capture an Nsight Compute report of the program (default: the profile workload) and summarise it."""
     from fleetbench.profile.ncu import run as ncu_job  # torch loads only when a handler runs
 
-    config = config_from_args(
-        args,
-        {
-            "profile.ncu.kernel_name": (args.kernel_name, "--kernel-name"),
-            "profile.ncu.launch_skip": (args.launch_skip, "--launch-skip"),
-            "profile.ncu.launch_count": (args.launch_count, "--launch-count"),
-            "profile.ncu.clock_control": (args.clock_control, "--clock-control"),
-            "profile.ncu.nvtx_include": (args.nvtx_include, "--nvtx-include"),
-            "profile.ncu.report": (str(args.report) if args.report else None, "--report"),
-            "profile.ncu.program": (_program(args.program) or None, "-- PROGRAM"),
-        },
-    )
+    config = config_from_args(args)
     context = run_context(config, console)
     result = ncu_job.run(config, context)
     if result.view is not None:
@@ -170,9 +212,7 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
         from fleetbench.cli.views.profile import show_ncu
         from fleetbench.profile.ncu import run as ncu_job
 
-        config = config_from_args(
-            args, {"profile.ncu.gpu": (args.gpu, "--gpu"), "profile.ncu.peak": (args.peak, "--peak")}
-        )
+        config = config_from_args(args)
         context = run_context(config, console)
         result = ncu_job.summary_job(args.report)(config, context)
         show_ncu(console, result.view)
@@ -214,17 +254,7 @@ def handle_roofline(args: argparse.Namespace, console: Console) -> int:
 
     if args.ncu is not None and args.ops is not None:
         raise UserError("give --ncu REPORT or --ops RUN_FOLDER, not both")
-    config = config_from_args(
-        args,
-        {
-            "profile.device": (args.device, "--device"),
-            "profile.remeasure_peaks": (True if args.remeasure else None, "--remeasure"),
-            "profile.roofline_ncu": (str(args.ncu) if args.ncu else None, "--ncu"),
-            "profile.roofline_ops": (str(args.ops) if args.ops else None, "--ops"),
-            "profile.ncu.gpu": (args.gpu, "--gpu"),
-            "profile.ncu.peak": (args.peak, "--peak"),
-        },
-    )
+    config = config_from_args(args)
     from fleetbench.cli.views.profile import show_roofline
 
     context = run_context(config, console)

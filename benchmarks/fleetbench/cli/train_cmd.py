@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fleetbench.cli.flags import Flag, add_flags
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
@@ -25,45 +26,77 @@ from fleetbench.errors import UserError
 log = logging.getLogger(__name__)
 
 
+TRAIN_FLAGS = (
+    Flag(
+        "--preset",
+        "train.preset",
+        "tiny, small, seed (the reference workload), 1b, llama3-debug, llama3-8b (default: seed on CUDA, tiny on "
+        "the CPU; with train.model=llama: llama3-8b on CUDA, llama3-debug on the CPU)",
+        example="tiny",
+    ),
+    Flag("--steps", "train.steps", "steps to train (default: the preset's)", example="3", type=int),
+    Flag("--device", "train.device", "auto, cpu or cuda (default: auto)", example="cpu"),
+    Flag(
+        "--dtype",
+        "train.mixed_precision",
+        "train.mixed_precision: bf16 params with fp32 reduce, fp32, or auto (bf16 on CUDA, fp32 on the CPU)",
+        example="bf16",
+        choices=("bf16", "fp32", "auto"),
+    ),
+    Flag(
+        "--hsdp",
+        "train.hsdp_shard_size",
+        "HSDP: shard within groups of N ranks, replicate across them (train.hsdp=true, hsdp_shard_size=N)",
+        example="2",
+        type=int,
+        metavar="N",
+        also=(("train.hsdp", True),),
+    ),
+    Flag(
+        "--resume",
+        "train.resume",
+        "continue from the newest checkpoint (of --run-id, else of the newest run)",
+        switch=True,
+    ),
+    Flag(
+        "--profile-steps",
+        "train.profile_steps",
+        "trace steps A..B with torch.profiler on every rank into <run>/profile/ (left out of tok/s and MFU)",
+        example="3:5",
+        metavar="A:B",
+    ),
+)
+LAUNCH_FLAGS = (
+    Flag(
+        "--nproc", "train.nproc", "ranks on this node (default: GPUs, or 2 on CPU)", example="2", type=int, metavar="N"
+    ),
+    Flag("--nnodes", "train.nnodes", "nodes in the job (default: 1)", example="2", type=int, metavar="N"),
+    Flag(
+        "--node-rank",
+        "train.node_rank",
+        "this node's index; 0 hosts the rendezvous",
+        example="1",
+        type=int,
+        metavar="N",
+    ),
+    Flag(
+        "--rdzv-endpoint",
+        "train.rdzv_endpoint",
+        "node 0's rendezvous address (multi-node)",
+        example="node0:29400",
+        metavar="HOST:PORT",
+    ),
+    Flag(
+        "--max-restarts", "train.max_restarts", "torchrun restarts after a failure", example="1", type=int, metavar="N"
+    ),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The run options, the training shortcuts for --set train.KEY and the torchrun launch flags."""
     add_run_options(parser)
-    group = parser.add_argument_group("training (each flag is a shortcut for --set train.KEY=VALUE)")
-    group.add_argument(
-        "--preset",
-        help="tiny, small, seed (the reference workload), 1b, llama3-debug, llama3-8b (default: seed on CUDA, tiny on "
-        "the CPU; with train.model=llama: llama3-8b on CUDA, llama3-debug on the CPU)",
-    )
-    group.add_argument("--steps", type=int, help="steps to train (default: the preset's)")
-    group.add_argument("--device", help="auto, cpu or cuda (default: auto)")
-    group.add_argument(
-        "--dtype",
-        choices=("bf16", "fp32", "auto"),
-        help="train.mixed_precision: bf16 params with fp32 reduce, fp32, or auto (bf16 on CUDA, fp32 on the CPU)",
-    )
-    group.add_argument(
-        "--hsdp",
-        type=int,
-        metavar="N",
-        help="HSDP: shard within groups of N ranks, replicate across them (train.hsdp=true, hsdp_shard_size=N)",
-    )
-    group.add_argument(
-        "--resume",
-        action="store_true",
-        default=None,
-        help="continue from the newest checkpoint (of --run-id, else of the newest run)",
-    )
-    group.add_argument(
-        "--profile-steps",
-        metavar="A:B",
-        help="trace steps A..B with torch.profiler on every rank into <run>/profile/ (left out of tok/s and MFU)",
-    )
-    launch = parser.add_argument_group("launch (torchrun, c10d rendezvous)")
-    launch.add_argument("--nproc", type=int, metavar="N", help="ranks on this node (default: GPUs, or 2 on CPU)")
-    launch.add_argument("--nnodes", type=int, metavar="N", help="nodes in the job (default: 1)")
-    launch.add_argument("--node-rank", type=int, metavar="N", help="this node's index; 0 hosts the rendezvous")
-    launch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="node 0's rendezvous address (multi-node)")
-    launch.add_argument("--max-restarts", type=int, metavar="N", help="torchrun restarts after a failure")
+    add_flags(parser, TRAIN_FLAGS, "training (each flag is a shortcut for --set train.KEY=VALUE)")
+    add_flags(parser, LAUNCH_FLAGS, "launch (torchrun, c10d rendezvous)")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,22 +113,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Launch torchrun and train (or, inside torchrun, train as this rank) and print where the record is."""
-    flags = {
-        "train.preset": (args.preset, "--preset"),
-        "train.steps": (args.steps, "--steps"),
-        "train.device": (args.device, "--device"),
-        "train.mixed_precision": (args.dtype, "--dtype"),
-        "train.hsdp": (True if args.hsdp is not None else None, "--hsdp"),
-        "train.hsdp_shard_size": (args.hsdp, "--hsdp"),
-        "train.resume": (args.resume, "--resume"),
-        "train.profile_steps": (args.profile_steps, "--profile-steps"),
-        "train.nproc": (args.nproc, "--nproc"),
-        "train.nnodes": (args.nnodes, "--nnodes"),
-        "train.node_rank": (args.node_rank, "--node-rank"),
-        "train.rdzv_endpoint": (args.rdzv_endpoint, "--rdzv-endpoint"),
-        "train.max_restarts": (args.max_restarts, "--max-restarts"),
-    }
-    config = config_from_args(args, flags)
+    config = config_from_args(args)
     from fleetbench.train import run as train_job  # torch loads once the config is valid
     from fleetbench.train.parallel import DistEnv
 

@@ -42,8 +42,6 @@ RUN = Variable("run_id", "Run")
 # Template variables of the dashboards that show runs (any number of them), in the order they are shown.
 STANDARD_VARIABLES: tuple[Variable, ...] = (FILTERS[0], RUN, *FILTERS[1:])
 VARIABLES: tuple[str, ...] = tuple(variable.name for variable in STANDARD_VARIABLES)
-SELECTOR = ",".join(variable.matcher for variable in STANDARD_VARIABLES)
-
 PanelKind = Literal["timeseries", "stat", "table", "barchart", "bargauge"]
 # A colour step of a panel's thresholds: from `value` up (None: from minus infinity), in `color`.
 ThresholdStep = tuple[float | None, str]

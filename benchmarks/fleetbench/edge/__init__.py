@@ -14,5 +14,9 @@ Underneath: paths (kernels and SPIR-V folders), gpu (adapter choice, report, dev
 extensions through libvulkan), kernels (the kernel set, sources, inputs, numpy references), spirv
 (glslc), timing (timestamp and wall-clock timers, statistics, stable-median tries), rows (a kernel's
 and a model's results), model_factory (the tiny model or a given module), mps (PyTorch MPS path),
-pte (ExecuTorch export and runtime).
+pte (ExecuTorch export and runtime), native (what native libraries write to fd 2), vkcompute (a raw
+Vulkan compute path for what wgpu cannot express) and coopmat (the cooperative-matrix GEMM on it),
+thermal and thermal_parse (the device's thermal state and the tools that report it), discipline (the
+cooldown and thermal checks around each measurement).
+llm/ is `fleetbench edge llm`: the trainer's llama model in llama.cpp, MLX and ExecuTorch.
 """

@@ -1,1 +1,2 @@
-"""Result records: their schema (`record`) and the run folders that hold them (`store`)."""
+"""Result records: their schema (`record`), the run folders that hold them (`store`), and the machine a
+run ran on (`fingerprint`: what must be equal for two runs' figures to compare)."""

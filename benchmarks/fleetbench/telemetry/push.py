@@ -39,11 +39,6 @@ class PushPolicy:
     # pushing every step of a fast loop only burns CPU; the newest state always goes next.
     interval_s: float = 1.0
 
-    def worst_case_s(self) -> float:
-        """The longest a push can block under this policy: every attempt timing out, plus the backoffs."""
-        backoff = sum(self.backoff_s * 2.0**i for i in range(self.retries))
-        return (self.retries + 1) * self.timeout_s + backoff
-
 
 def push_with_retries(
     gateway: str,

@@ -13,27 +13,13 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from fleetbench.train.blocks import CheckpointedBlock, RMSNorm
 from fleetbench.train.llama import Llama
 from fleetbench.train.plan import ModelShape
 
 
-class RMSNorm(nn.Module):
-    """Root-mean-square normalisation with a learned scale, computed in fp32."""
-
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalise over the last dimension; the result has the input's dtype."""
-        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed.type_as(x) * self.weight
-
-
-class Block(nn.Module):
+class Block(CheckpointedBlock):
     """One pre-norm transformer block: causal self-attention, then the MLP, each with a residual."""
 
     def __init__(self, shape: ModelShape) -> None:
@@ -46,22 +32,15 @@ class Block(nn.Module):
             nn.SiLU(),
             nn.Linear(shape.ffn_dim, shape.dim, bias=False),
         )
-        self.activation_checkpointing = False
 
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+    def block(self, x: torch.Tensor) -> torch.Tensor:
+        """Causal self-attention, then the MLP, each after its norm and with a residual."""
         seq_len = x.shape[1]
         causal = torch.ones(seq_len, seq_len, dtype=torch.bool, device=x.device).triu(1)
         h = self.attn_norm(x)
         x = x + self.attn(h, h, h, attn_mask=causal, is_causal=True, need_weights=False)[0]
         mlp: torch.Tensor = self.ffn(self.ffn_norm(x))
         return x + mlp
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The block on (batch, seq, dim); with activation checkpointing, recomputed in backward."""
-        if self.activation_checkpointing and torch.is_grad_enabled():
-            out: torch.Tensor = checkpoint(self._forward, x, use_reentrant=False)
-            return out
-        return self._forward(x)
 
 
 class Decoder(nn.Module):

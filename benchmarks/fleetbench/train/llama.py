@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from fleetbench.train.blocks import CheckpointedBlock, RMSNorm
 from fleetbench.train.plan import ModelShape
 from fleetbench.train.rope import rope_inverse_frequencies
 
@@ -34,20 +34,6 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     cos, sin = cos[None, :, None, :], sin[None, :, None, :]
     rotated = torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1)
     return rotated.flatten(-2).type_as(x)
-
-
-class RMSNorm(nn.Module):
-    """RMSNorm with a learned scale, in fp32 (torchtitan uses nn.RMSNorm, eps 1e-5: the same value)."""
-
-    def __init__(self, dim: int, eps: float) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Normalise over the last dimension; the result has the input's dtype."""
-        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed.type_as(x) * self.weight
 
 
 class Attention(nn.Module):
@@ -97,7 +83,7 @@ class FeedForward(nn.Module):
         return result
 
 
-class LlamaBlock(nn.Module):
+class LlamaBlock(CheckpointedBlock):
     """One pre-norm llama block: attention, then the SwiGLU MLP, each with a residual."""
 
     def __init__(self, shape: ModelShape) -> None:
@@ -106,19 +92,12 @@ class LlamaBlock(nn.Module):
         self.attention = Attention(shape)
         self.ffn_norm = RMSNorm(shape.dim, shape.norm_eps)
         self.feed_forward = FeedForward(shape.dim, shape.ffn_dim)
-        self.activation_checkpointing = False
 
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+    def block(self, x: torch.Tensor) -> torch.Tensor:
+        """Attention, then the SwiGLU MLP, each after its norm (torchtitan's norm_eps) and with a residual."""
         h = x + self.attention(self.attention_norm(x))
         out: torch.Tensor = h + self.feed_forward(self.ffn_norm(h))
         return out
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The block on (batch, seq, dim); with activation checkpointing, recomputed in backward."""
-        if self.activation_checkpointing and torch.is_grad_enabled():
-            out: torch.Tensor = checkpoint(self._forward, x, use_reentrant=False)
-            return out
-        return self._forward(x)
 
 
 class Llama(nn.Module):

@@ -194,8 +194,9 @@ def estimate_rank_bytes(plan: TrainPlan, cfg: TrainConfig, bytes_per_activation:
     return states + activations + logits
 
 
-def check_fits(plan: TrainPlan, cfg: TrainConfig, device: torch.device, local_ranks: int, bf16: bool) -> None:
+def check_fits(plan: TrainPlan, cfg: TrainConfig, device: torch.device, local_ranks: int) -> None:
     """Refuse, before any work, a batch and sequence length that cannot fit this machine at all."""
+    bf16 = plan.precision.bf16
     need = estimate_rank_bytes(plan, cfg, 2 if bf16 else 4)
     if device.type == "cuda":
         have = torch.cuda.get_device_properties(device).total_memory

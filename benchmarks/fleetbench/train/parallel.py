@@ -23,7 +23,6 @@ from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
 from fleetbench.train.decoder import Block, TrainModel, build_decoder, init_weights
-from fleetbench.train.defaults import Precision, choose_precision
 from fleetbench.train.plan import TrainPlan
 
 # CPU ranks per node: one per usable core, but at least this many, so the smallest 2 x 2 HSDP mesh
@@ -191,14 +190,9 @@ def build_mesh(cfg: TrainConfig, env: DistEnv, device: DeviceInfo) -> DeviceMesh
     return init_device_mesh(device.backend, (env.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
 
 
-def precision(cfg: TrainConfig, device: DeviceInfo) -> Precision:
-    """This run's precision policy on `device` (the rule is `train/defaults.py`'s choose_precision)."""
-    return choose_precision(cfg.mixed_precision, cfg.fsdp, device.backend)
-
-
-def compute_dtype(cfg: TrainConfig, device: DeviceInfo) -> torch.dtype:
-    """The dtype the layers compute in: FSDP2's param_dtype, bf16 or fp32 (see `precision`)."""
-    dtype: torch.dtype = getattr(torch, precision(cfg, device).param_dtype)
+def compute_dtype(plan: TrainPlan) -> torch.dtype:
+    """The dtype the layers compute in: FSDP2's param_dtype of the plan's precision, bf16 or fp32."""
+    dtype: torch.dtype = getattr(torch, plan.precision.param_dtype)
     return dtype
 
 
@@ -250,8 +244,7 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     With meta_init the model is created on the meta device, sharded, then `to_empty` allocates only
     each rank's shards, so no rank ever holds the unsharded model.
     """
-    policy_dtypes = precision(cfg, device)
-    dtype = compute_dtype(cfg, device)
+    dtype = compute_dtype(plan)
     build_on = torch.device("meta") if cfg.meta_init else torch.device("cpu")
     with build_on:
         model = build_decoder(plan.shape)
@@ -265,7 +258,7 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
         assert mesh is not None
         policy = MixedPrecisionPolicy(
             param_dtype=dtype if dtype != torch.float32 else None,
-            reduce_dtype=getattr(torch, policy_dtypes.reduce_dtype),
+            reduce_dtype=getattr(torch, plan.precision.reduce_dtype),
         )
         for block in model.blocks():
             fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=cfg.reshard_after_forward)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, ModelFamily, TrainConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
-from fleetbench.train.defaults import choose_preset
+from fleetbench.train.defaults import Precision, choose_precision, choose_preset
 
 __all__ = [
     "ModelShape",
@@ -62,6 +62,7 @@ class TrainPlan:
     lr: float
     warmup_steps: int
     world_size: int
+    precision: Precision  # the dtypes FSDP2 computes and reduces in, chosen once for the device
     preset_why: str = ""  # "train.preset=NAME", or why the device's default was chosen
 
     @property
@@ -103,10 +104,11 @@ def rank_batch(cfg: TrainConfig, preset_batch: int, world_size: int) -> int:
 def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = None) -> TrainPlan:
     """The preset with the config's own values over it, checked for `world_size` ranks (UserError if not).
 
-    An unset `train.preset` is chosen for `device` (`train/defaults.py`); a plan made without a
-    device (a tool reading a config) is the CPU's.
+    An unset `train.preset`, and the precision, are chosen for `device` (`train/defaults.py`); a plan
+    made without a device (a tool reading a config) is the CPU's.
     """
-    choice = choose_preset(cfg.preset, device.backend if device is not None else "cpu", cfg.model)
+    backend = device.backend if device is not None else "cpu"
+    choice = choose_preset(cfg.preset, backend, cfg.model)
     preset = PRESETS[choice.name]
     model = cfg.model or preset.model
     shape = ModelShape(
@@ -129,6 +131,7 @@ def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = 
         lr=preset.lr if cfg.lr is None else cfg.lr,
         warmup_steps=_pick(cfg.warmup_steps, preset.warmup_steps),
         world_size=world_size,
+        precision=choose_precision(cfg.mixed_precision, cfg.fsdp, backend),
         preset_why=choice.why,
     )
     check_plan(cfg, plan)

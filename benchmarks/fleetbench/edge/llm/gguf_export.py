@@ -22,7 +22,6 @@ from fleetbench.train.llama import Llama
 from fleetbench.train.rope import ROPE_ORIGINAL_CONTEXT, rope_scale_factors
 
 GgufType = Literal["f32", "f16", "q8_0"]
-GGUF_TYPES: tuple[GgufType, ...] = ("f32", "f16", "q8_0")
 BOS_ID, EOS_ID = 256, 257
 
 # fleetbench parameter name (inside layers.N.) -> llama.cpp tensor name (inside blk.N.)

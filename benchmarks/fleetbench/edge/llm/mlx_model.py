@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from fleetbench.train.llama import Llama
 
 MlxType = Literal["f32", "f16"]
-MLX_TYPES: tuple[MlxType, ...] = ("f32", "f16")
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 

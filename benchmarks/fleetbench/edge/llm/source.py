@@ -15,8 +15,6 @@ from fleetbench.train.decoder import init_weights, param_counts
 from fleetbench.train.llama import Llama
 from fleetbench.train.plan import ModelShape, resolve_plan
 
-LLAMA_PRESETS = tuple(name for name, preset in PRESETS.items() if preset.model == "llama")
-
 
 def build_llama(
     preset: str, seed: int, checkpoint: Path | None = None, overrides: dict[str, int] | None = None

@@ -136,12 +136,6 @@ def _split_row(text: str, values: int) -> tuple[str, str, list[str]] | None:
     return name, "", found
 
 
-def _row(text: str) -> tuple[str, str, str] | None:
-    """(name, unit, value) of a table row `Name   Unit   Value`; None for a line that is not one."""
-    row = _split_row(text, 1)
-    return None if row is None else (row[0], row[1], row[2][0])
-
-
 def _metric_of(name: str, unit: str) -> tuple[str, bool] | None:
     """The WANTED metric a row holds and whether the row names it exactly: by the metric's own name, or by a
     display name in the unit of its metric."""

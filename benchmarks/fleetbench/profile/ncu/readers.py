@@ -316,14 +316,6 @@ def _split_preamble(text: str) -> tuple[list[str], str]:
     return [ln.rstrip("\r\n") for ln in lines], ""
 
 
-def read_ncu_csv(path: Path) -> NcuReport:
-    """Read an `ncu --csv` export (details or raw page); UserError when it has no kernel rows."""
-    preamble, body = _split_preamble(_read_text(path))
-    if not body:
-        raise UserError(_no_kernel_data(path, preamble))
-    return _csv_report(path, preamble, body)
-
-
 def _csv_report(path: Path, preamble: list[str], body: str) -> NcuReport:
     """The launches of a CSV export from its header row on; warnings for rows cut short or texts for numbers."""
     try:

@@ -6,7 +6,8 @@ Modules:
   breakdown  the temporal breakdown of one device or one CPU rank (HTA's definitions)
   ranks      across ranks: the straggler and the per-rank stacked-bar PNG
   report     `fleetbench trace summarize`: every trace summarised, compared, charted; its JSON
-  render     the tables it prints (rich or Markdown)
   record     its `--record`: one result record per rank, in one run
+  stage      the demo's trace stage: the per-rank breakdown of the train stage's profiled steps
+The tables it prints are the CLI's: fleetbench/cli/views/trace.py.
 The per-trace summary itself is `fleetbench.profile.trace_summary`.
 """
