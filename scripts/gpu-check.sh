@@ -24,6 +24,9 @@
 #                  subgroup GEMMs: the run fails the stage if gemm_coopmat was skipped (the NVIDIA
 #                  driver offers VK_KHR_cooperative_matrix); skipped, with a line saying so, where wgpu
 #                  sees no NVIDIA Vulkan adapter
+#   edge-peak      the FMA peak probes alone, sized to the GPU (edge.peak_dispatch_s=0.1) beside
+#                  gemm_vec4_spirv at 4096: scripts/edge_peak_check.py fails the stage when the best f32
+#                  probe is under 70 % of the vendor's FP32 peak or a GEMM/peak ratio above 1 was published
 #   report         the report from the stages' statuses and the runs' records
 # A failed stage does not stop the others; the report lists it with the end of its output, and the
 # script exits 1 when any stage failed. `--dry-run` prints every command and runs none (no GPU needed).
@@ -252,6 +255,22 @@ stage_edge() {
     run "$PY" -c "$COOPMAT_RAN" "$RESULTS/$RUN-coopmat/edge_results.json"
 }
 
+stage_edge_peak() {
+  local rc=0 gpu=""
+  fb 60 edge info --backend vulkan --adapter NVIDIA || rc=$?
+  [ "$rc" -eq 124 ] && return 124
+  if [ "$rc" -ne 0 ]; then
+    skip "no NVIDIA Vulkan adapter for wgpu here"
+    return 0
+  fi
+  [ "$DRY" = 0 ] && gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
+  fb 180 edge run --backend vulkan --adapter NVIDIA \
+    --kernels peak_fma,peak_fma_2chain,peak_fma_4chain,peak_fma_spirv,gemm_vec4_spirv \
+    --set 'edge.gemm_sizes=[4096]' --set edge.peak_dispatch_s=0.1 --set edge.plot=false \
+    --results-dir "$RESULTS" --run-id "$RUN-edge-peak" &&
+    run "$PY" scripts/edge_peak_check.py "$RESULTS/$RUN-edge-peak/edge_results.json" "${gpu:-unknown}"
+}
+
 # Prints the shapes the driver offers and the GEMMs' GFLOP/s; exits non-zero when gemm_coopmat was skipped.
 COOPMAT_RAN='import json, sys; r = json.load(open(sys.argv[1])); c = r["cooperative_matrix"]; print("cooperative-matrix shapes:", c["shapes"], "chosen:", c["shape"]); [print(k["kernel"], k["dtype"], k["size"], "GFLOP/s", round((k["flop_per_second"] or 0) / 1e9, 1)) for k in r["kernels"]]; sys.exit("gemm_coopmat skipped: " + c["skipped"] if c["skipped"] else 0)'
 
@@ -275,6 +294,7 @@ stage trace stage_trace
 stage profile stage_profile
 stage ncu stage_ncu
 stage edge stage_edge
+stage edge-peak stage_edge_peak
 CURRENT=report
 printf '\n== report\n'
 stage_report

@@ -15,8 +15,17 @@ import pytest
 import torch
 
 from conftest import run_cli
-from fleetbench.edge.llm.job import TOLERANCE, LlmRow, _fill, _run_worker, eager_reference
+from fleetbench.edge.llm.job import (
+    DECODE_CHECK_TOKENS,
+    LlmRow,
+    Reference,
+    _fill,
+    _run_worker,
+    decode_logits_path,
+    eager_reference,
+)
 from fleetbench.edge.llm.source import build_llama
+from fleetbench.edge.llm.tolerance import quantisation_error, tolerance
 from fleetbench.results.store import read_records
 
 needs_llama_cpp = pytest.mark.skipif(
@@ -52,7 +61,7 @@ def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: 
         "path": str(path),
         "mmap": mmap,
         "threads": 1,
-        "context": 64,
+        "context": max(64, len(prompt) + 16),
         "prompt": prompt,
         "gen_tokens": 4,
         "agree_tokens": 6,
@@ -60,6 +69,8 @@ def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: 
         "max_tries": 1,
         "cv_target": 1.0,
         "logits_out": str(tmp_path / "logits.npy"),
+        "decode_check_tokens": DECODE_CHECK_TOKENS,
+        "decode_logits_out": str(decode_logits_path(tmp_path / "logits.npy")),
     }
     return _run_worker(spec, tmp_path)
 
@@ -79,14 +90,20 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
     model = build_llama("llama3-debug", seed=2, overrides=SMALL)
     prompt = torch.randint(0, 2048, (24,), generator=torch.Generator().manual_seed(0)).tolist()
     reference = eager_reference(model, prompt, 6)
+    own = quantisation_error(model, prompt, reference[0], runtime, dtype)
     path = _export(runtime, model, dtype, tmp_path)
     for mmap in (True, False):  # both load modes measured
         out = _measure(runtime, path, mmap, prompt, tmp_path)
         row = LlmRow(runtime, dtype, mmap)
-        _fill(row, out, *reference, tmp_path / "logits.npy")
+        _fill(row, out, Reference(*reference, {(runtime, dtype): own}), tmp_path / "logits.npy", 1.0)
         assert row.ok, row.error
         assert row.agrees, (row.logit_error, row.greedy_equal)
-        assert row.logit_error <= TOLERANCE[dtype] and row.load_s > 0 and row.peak_rss_bytes > 0
+        assert max(row.logit_error, row.decode_logit_error) <= row.tolerance == tolerance(own)
+        assert row.load_s > 0 and row.peak_rss_bytes > 0
+        # cold (page cache dropped) and warm loads; the model's RSS without the interpreter's and imports' share
+        assert row.cold_load_s > 0 and row.cold_load_page_cache_dropped
+        assert 0 < row.rss_model_bytes < row.rss_after_load_bytes and row.rss_imports_bytes > 0
+        assert row.load_kind.startswith("lazy") == (runtime == "mlx")
         assert row.pp["p50"] > 0 and row.ttft["p50"] > 0
         assert row.tg["p50"] > 0
     if dtype == "f32":
@@ -99,8 +116,9 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
         embedding[[first, second]] = embedding[[second, first]]
     wrong = _export(runtime, model, dtype, tmp_path / "wrong")
     row = LlmRow(runtime, dtype, True)
-    _fill(row, _measure(runtime, wrong, True, prompt, tmp_path), *reference, tmp_path / "logits.npy")
-    assert row.ok and not row.agrees and row.logit_error > TOLERANCE[dtype]
+    ref = Reference(*reference, {(runtime, dtype): own})
+    _fill(row, _measure(runtime, wrong, True, prompt, tmp_path), ref, tmp_path / "logits.npy", 1.0)
+    assert row.ok and not row.agrees and row.logit_error > row.tolerance
 
 
 @needs_llama_cpp
@@ -120,6 +138,13 @@ def test_edge_llm_command_side_by_side(tmp_path: Path) -> None:
     assert labels == {(r, p, m) for r in ("llama.cpp", "mlx") for p in ("pp", "tg") for m in ("true", "false")}
     results = json.loads(next(tmp_path.glob("*/edge/llm_results.json")).read_text())
     assert all(row["agrees"] for row in results["rows"]) and len(results["rows"]) == 4
+    # one try each: no spread to judge and no percentile past the median; every row carries its thermal record
+    for row in results["rows"]:
+        assert row["stability"] == {"samples": 1, "cv": None, "cv_target": 0.05, "verdict": "single sample"}
+        assert row["pp"]["p50"] > 0 and row["pp"]["p90"] is None and row["pp"]["p99"] is None
+        assert row["thermal"]["cooldown"]["driven_by"] == "fixed" and "throttled" in row["thermal"]
+    table_rows = [line for line in shown.splitlines() if line.lstrip().startswith(("llama.cpp ", "mlx "))]
+    assert len(table_rows) == 4 and all("single sample" in line and " ok " not in line for line in table_rows)
     assert next(tmp_path.glob("*/edge/llm_runtimes.png")).stat().st_size > 0
 
 
@@ -207,3 +232,71 @@ def test_llama_cpp_session_decodes_on_its_own_threadpool_and_frees_it_after_the_
     pool.free()  # a second free does nothing
     for position, logits in zip((-3, -2, -1), steps, strict=True):
         np.testing.assert_allclose(logits, without[position], rtol=0, atol=1e-5)
+
+
+# A long prompt for the RoPE bug: Llama 3's scaling divides the frequencies whose wavelength is over
+# 2048 positions (ROPE_ORIGINAL_CONTEXT / high_freq_factor) by up to 8; a few hundred positions in,
+# the rotation angles of those pairs differ by radians, so logits there see a missing scaling.
+ROPE_PROMPT_TOKENS = 768
+
+
+def _plant(monkeypatch: pytest.MonkeyPatch, bug: str, shape: object) -> None:
+    """Make export_gguf write one of the export bugs seen in practice, by rewriting what it hands the writer."""
+    import gguf
+
+    add_tensor = gguf.GGUFWriter.add_tensor
+
+    def planted(self: object, name: str, tensor: np.ndarray, *args: object, **kwargs: object) -> None:
+        if bug == "rope scaling dropped" and name == "rope_freqs.weight":
+            return  # the file says nothing of Llama 3's frequency scaling
+        if bug == "dequant scale x2" and name == "blk.0.attn_v.weight":
+            blocks = tensor.reshape(-1, 34).copy()  # q8_0: an f16 scale, then 32 int8 values per block
+            scales = blocks[:, :2].copy().view(np.float16)
+            blocks[:, :2] = (scales * 2).view(np.uint8)
+            tensor = blocks.reshape(tensor.shape)
+        if bug == "swapped heads" and name == "blk.0.attn_q.weight":
+            head_dim = shape.head_dim  # type: ignore[attr-defined]
+            tensor = tensor.copy()
+            tensor[[*range(head_dim), *range(head_dim, 2 * head_dim)]] = tensor[
+                [*range(head_dim, 2 * head_dim), *range(head_dim)]
+            ]
+        add_tensor(self, name, tensor, *args, **kwargs)
+
+    monkeypatch.setattr(gguf.GGUFWriter, "add_tensor", planted)
+
+
+@needs_llama_cpp
+@pytest.mark.parametrize(
+    ("bug", "dtype", "prompt_tokens"),
+    [
+        ("dequant scale x2", "q8_0", 24),
+        ("rope scaling dropped", "f32", ROPE_PROMPT_TOKENS),
+        ("swapped heads", "f32", 24),
+    ],
+)
+def test_planted_export_bugs_fail_agreement(
+    bug: str, dtype: str, prompt_tokens: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fleetbench.edge.llm.gguf_export import export_gguf
+
+    model = build_llama("llama3-debug", seed=2, overrides=SMALL)
+    if bug == "rope scaling dropped":
+        # a fresh init attends almost uniformly, so positions hardly matter (the missing scaling moved its
+        # logits by 5e-5 at 768 tokens); sharper queries and keys make attention depend on position (2e-3)
+        with torch.no_grad():
+            for layer in model.layers:
+                layer.attention.wq.weight.mul_(4.0)
+                layer.attention.wk.weight.mul_(4.0)
+    prompt = torch.randint(0, 2048, (prompt_tokens,), generator=torch.Generator().manual_seed(0)).tolist()
+    reference = eager_reference(model, prompt, 6)
+    own = quantisation_error(model, prompt, reference[0], "llama.cpp", dtype)
+    right = LlmRow("llama.cpp", dtype, True)
+    out = _measure("llama.cpp", export_gguf(model, tmp_path / "right.gguf", dtype), True, prompt, tmp_path)
+    ref = Reference(*reference, {("llama.cpp", dtype): own})
+    _fill(right, out, ref, tmp_path / "logits.npy", 1.0)
+    assert right.ok and right.agrees, (right.logit_error, right.decode_logit_error, right.tolerance)
+    _plant(monkeypatch, bug, model.shape)
+    wrong = LlmRow("llama.cpp", dtype, True)
+    out = _measure("llama.cpp", export_gguf(model, tmp_path / "wrong.gguf", dtype), True, prompt, tmp_path)
+    _fill(wrong, out, ref, tmp_path / "logits.npy", 1.0)
+    assert wrong.ok and not wrong.agrees, (wrong.logit_error, wrong.decode_logit_error, wrong.tolerance)

@@ -125,7 +125,7 @@ def test_a_jetson_layout_reads_every_zone_in_celsius(tmp_path: Path) -> None:
         "AO-therm": 37.5,
     }
     assert state.hottest() is not None and state.hottest().kind == "CPU-therm"  # type: ignore[union-attr]
-    assert [(t.name, t.active) for t in state.throttles] == [("cooling_device0", False)]
+    assert [(t.name, t.active, t.role) for t in state.throttles] == [("cooling_device0", False, "fan")]
     assert state.absent == {"hwmon": f"{tmp_path}/sys/class/hwmon does not exist"}
 
 
@@ -205,7 +205,14 @@ def test_dumpsys_thermalservice_capture_gives_current_temperatures_and_status() 
     assert all(34.0 <= s.celsius <= 36.0 for s in sensors if s.kind == "CPU")
     assert by_name["battery"].celsius == 31.2 and by_name["battery"].kind == "BATTERY"
     assert not {"vbat", "ibat", "socd"} & set(by_name)  # battery voltage, current and percentage
-    assert [(t.name, t.value, t.active, t.detail) for t in throttles] == [("thermal_status", "0", False, "NONE")]
+    assert throttles[0] == thermal.Throttle("adb", "thermal_status", "0", False, "NONE")
+    # the HAL's cooling devices: the GPU device at step 2 is throttling though the status says NONE; the
+    # display backlight at 255 is no compute throttle; the CPU pause and cpufreq devices are at 0
+    by_device = {t.name: t for t in throttles[1:]}
+    assert by_device["cooling gpu"].active and by_device["cooling gpu"].value == "2"
+    assert [t.name for t in throttles if t.active] == ["cooling gpu"]
+    assert by_device["cooling panel0-backlight"].role == "other" and not by_device["cooling panel0-backlight"].active
+    assert not by_device["cooling cpufreq-cpu7"].active and by_device["cooling cpufreq-cpu7"].role == "throttle"
 
 
 # `pmset -g therm` as an Intel Mac prints it (the published log named in the module docstring), and
@@ -358,11 +365,28 @@ def test_a_tool_that_prints_something_else_is_named_not_guessed(tool_path: Path)
 
 def test_throttling_is_reported_from_either_side_of_a_measurement(tmp_path: Path) -> None:
     jetson_tree(tmp_path)
+    base = tmp_path / "sys" / "class" / "thermal"
+    write(base / "cooling_device1" / "type", "thermal-cpufreq-0")
+    write(base / "cooling_device1" / "cur_state", "0")
+    write(base / "cooling_device1" / "max_state", "15")
+    before = read_state(["thermal_zone"], tmp_path)
+    write(base / "cooling_device1" / "cur_state", "3")
+    after = read_state(["thermal_zone"], tmp_path)
+    assert throttling_between(before, before) == []
+    assert throttling_between(before, after) == [
+        "thermal_zone/cooling_device1=3 (thermal-cpufreq-0 state 3 of 15, after)"
+    ]
+
+
+def test_a_fan_spinning_up_is_a_fan_not_throttling(tmp_path: Path) -> None:
+    # a fan cools without slowing anything: a pwm-fan at 120 of 255 is reported as a fan, never as throttling
+    jetson_tree(tmp_path)
     before = read_state(["thermal_zone"], tmp_path)
     write(tmp_path / "sys" / "class" / "thermal" / "cooling_device0" / "cur_state", "120")
     after = read_state(["thermal_zone"], tmp_path)
-    assert throttling_between(before, before) == []
-    assert throttling_between(before, after) == ["thermal_zone/cooling_device0=120 (pwm-fan state 120 of 255, after)"]
+    assert throttling_between(before, after) == []
+    (fan,) = after.throttles
+    assert fan.role == "fan" and fan.detail == "fan: pwm-fan state 120 of 255" and not fan.active
 
 
 def nvidia_rows() -> tuple[str, list[str]]:
@@ -444,7 +468,45 @@ def test_cooldown_times_out_with_a_warning_naming_the_hot_sensor(tmp_path: Path)
     result = cool_down(baseline, lambda: read_state(["thermal_zone"], tmp_path), rule)
     assert result.warning is not None and result.waited_s >= 0.3
     assert "cooldown timed out after" in result.warning
-    assert "thermal_zone/thermal_zone1 47.0 C (idle 38.0 C) above idle + 2 C" in result.warning
+    assert (
+        "thermal_zone/thermal_zone1 at 47.0 C, above the target 42.0 C "
+        "(idle reading 40.0 C of thermal_zone/thermal_zone0 + 2 C)" in result.warning
+    )
+    assert result.target_c == 42.0
+
+
+def test_cooldown_waits_for_an_absolute_target_even_when_the_run_started_hot(tmp_path: Path) -> None:
+    # the run's first reading was already hot (78 C): relative to it, 79.5 C looked "cool"; a configured
+    # target is absolute, so the wait goes on until the sensor is under it, or says it timed out
+    jetson_tree(tmp_path, gpu_millidegrees=78000)
+    baseline = read_state(["thermal_zone"], tmp_path)
+    gpu_temp = tmp_path / "sys" / "class" / "thermal" / "thermal_zone1" / "temp"
+    gpu_temp.write_text("79500\n")
+    relative = CooldownRule(min_s=0.0, margin_c=2.0, timeout_s=0.2, poll_s=0.05)
+    assert cool_down(baseline, lambda: read_state(["thermal_zone"], tmp_path), relative).waited_s < 0.2
+    absolute = CooldownRule(min_s=0.0, margin_c=2.0, timeout_s=0.2, poll_s=0.05, target_c=45.0)
+    timed_out = cool_down(baseline, lambda: read_state(["thermal_zone"], tmp_path), absolute)
+    assert timed_out.warning is not None and timed_out.waited_s >= 0.2
+    assert "at 79.5 C, above the target 45.0 C (configured (edge.cooldown_target_c))" in timed_out.warning
+    gpu_temp.write_text("44000\n")
+    cooled = cool_down(baseline, lambda: read_state(["thermal_zone"], tmp_path), absolute)
+    assert cooled.warning is None and cooled.target_c == 45.0
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("log", [XAVIER, NANO])
+def test_on_both_jetson_logs_the_hottest_sensor_is_the_hottest_that_moves(log: str) -> None:
+    # PMIC@50C is printed constant on both boards: the hottest reading, but a placeholder, not heat
+    states = [ThermalState(*parse_tegrastats(line)) for line in capture(log).splitlines() if "RAM " in line]
+    watch = Watch(("tegrastats",), Path("/"), CooldownRule(0.0, 2.0, 1.0, 0.1), states[0])
+    for state in states:
+        watch._seen(state)
+    assert "tegrastats/PMIC" not in watch.moving
+    placeholder_first = [s for s in states if s.hottest() is not None and s.hottest().name == "PMIC"]  # type: ignore[union-attr]
+    assert placeholder_first  # the naive rule shows PMIC@50C as the hottest sensor on these readings
+    for state in placeholder_first:
+        hottest = state.hottest(watch.moving)
+        assert hottest is not None and hottest.name != "PMIC" and hottest.key in watch.moving
 
 
 def test_cooldown_in_a_thread_follows_a_file_another_thread_cools(tmp_path: Path) -> None:
@@ -517,6 +579,50 @@ def test_parsers_on_damaged_real_captures(data: st.DataObject) -> None:
     end = data.draw(st.integers(start, len(text)))
     junk = data.draw(st.text(max_size=20))
     parses_or_refuses(parse, text[:start] + junk + text[end:])
+
+
+def test_a_fifo_in_sysfs_does_not_block_and_impossible_states_are_said(tmp_path: Path) -> None:
+    jetson_tree(tmp_path)
+    base = tmp_path / "sys" / "class" / "thermal"
+    (base / "thermal_zone2" / "temp").unlink()
+    os.mkfifo(base / "thermal_zone2" / "temp")  # no writer: a blocking open would hang here
+    write(base / "thermal_zone3" / "temp", "999999999")  # 999999 C: no temperature
+    write(base / "cooling_device1" / "type", "thermal-cpufreq-0")
+    write(base / "cooling_device1" / "cur_state", "9" * 5000)  # int() of 5,000 digits raises in Python 3.11
+    write(base / "cooling_device2" / "type", "thermal-cpufreq-1")
+    write(base / "cooling_device2" / "cur_state", "7")
+    write(base / "cooling_device2" / "max_state", "3")
+    start = time.monotonic()
+    state = read_state(["thermal_zone"], tmp_path)
+    assert time.monotonic() - start < 5
+    assert {s.kind for s in state.sensors} == {"CPU-therm", "GPU-therm"}
+    assert [t.name for t in state.throttles] == ["cooling_device0"]
+    assert len(state.notes) == 3
+    assert "thermal_zone3 (AO-therm): 1e+06 C is no temperature; ignored" in state.notes[0]
+    assert state.notes[1].startswith("cooling_device1 (thermal-cpufreq-0): cur_state '99999999999999999999' is no")
+    assert state.notes[2] == "cooling_device2 (thermal-cpufreq-1): cur_state 7 is past its max_state 3; ignored"
+
+
+def test_a_silent_tegrastats_is_no_reading_after_a_bounded_wait(
+    tool_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(thermal, "STREAM_TIMEOUT_S", 0.3)
+    put_on_path(tool_path, "tegrastats", "exec sleep 30\n")
+    start = time.monotonic()
+    state = read_state(["tegrastats"])
+    assert time.monotonic() - start < 5
+    assert state.absent == {"tegrastats": "tegrastats printed no line within 0.3 s: no reading"}
+
+
+def test_a_tegrastats_line_with_impossible_temperatures_is_said(tool_path: Path) -> None:
+    line = "RAM 936/3964MB (lfb 366x4MB) CPU [10%@102] GR3D_FREQ 0%@76 CPU@27.5C GPU@9999C PMIC@50C"
+    put_on_path(tool_path, "tegrastats", f"while :; do echo '{line}'; sleep 1; done\n")
+    state = read_state(["tegrastats"])
+    assert state.sensors == []
+    assert state.absent["tegrastats"] == (
+        "tegrastats output not understood: tegrastats line has impossible temperatures GPU@9999C "
+        "(accepted -60 to 200 C)"
+    )
 
 
 def test_read_state_on_an_empty_root_names_every_sysfs_source(tmp_path: Path) -> None:

@@ -21,7 +21,9 @@ from fleetbench.results.record import ResultRecord
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu-check.sh"
 REPORT = REPO / "scripts" / "gpu_check_report.py"
-STAGES = ["machine", "gpu-tests", "train-eager", "image", "train-compile", "trace", "profile", "ncu", "edge"]
+STAGES = [
+    "machine", "gpu-tests", "train-eager", "image", "train-compile", "trace", "profile", "ncu", "edge", "edge-peak",
+]  # fmt: skip
 
 
 def check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -112,6 +114,11 @@ def test_dry_run_prints_every_stage_command_and_runs_nothing(tmp_path: Path) -> 
     assert " edge run --backend vulkan --adapter NVIDIA " in edge
     assert " --kernels gemm_coopmat,gemm_vec4_spirv,gemm_subgroup " in coopmat
     assert coopmat_ran.endswith("-coopmat/edge_results.json") and "gemm_coopmat skipped" in coopmat_ran
+    peak_probe, peaks, judged = stages["edge-peak"]
+    assert peak_probe.endswith("edge info --backend vulkan --adapter NVIDIA")
+    assert " --kernels peak_fma,peak_fma_2chain,peak_fma_4chain,peak_fma_spirv,gemm_vec4_spirv " in peaks
+    assert "edge.peak_dispatch_s=0.1" in peaks
+    assert "scripts/edge_peak_check.py" in judged and judged.endswith("-edge-peak/edge_results.json unknown")
     (report,) = stages["report"]
     assert re.search(
         r"gpu_check_report\.py .*--md '?" + re.escape(str(tmp_path / "out")) + r"/gpu-check-\d{8}-\d{4}-<gpu>\.md",
@@ -146,8 +153,8 @@ def test_a_failed_stage_does_not_stop_the_others_and_fails_the_check(tmp_path: P
     data = json.loads(data_path.read_text())
     states = {s["name"]: s["status"] for s in data["stages"]}
     assert list(states) == STAGES
-    assert all(states[name] == "failed" for name in STAGES[:-1] if name != "image")
-    assert states["edge"] == "skipped"  # no NVIDIA Vulkan adapter: a line, not a failure
+    assert all(states[name] == "failed" for name in STAGES if name not in ("image", "edge", "edge-peak"))
+    assert states["edge"] == states["edge-peak"] == "skipped"  # no NVIDIA Vulkan adapter: a line, not a failure
     assert states["image"] == "skipped"  # no Docker with the NVIDIA runtime: its reason, not a failure
     train = next(s for s in data["stages"] if s["name"] == "train-eager")
     assert train["exit_status"] == 3 and "shim: no GPU on this machine" in train["output_tail"]

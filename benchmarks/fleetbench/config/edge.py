@@ -117,8 +117,15 @@ class EdgeConfig(StrictModel):
     cols: int = Field(default=1024, ge=1, le=1_048_576, description="softmax / rmsnorm row length")
     silu_elements: int = Field(default=4 * 1024 * 1024, ge=4, le=1 << 30, multiple_of=4)
     copy_mib: int = Field(default=64, ge=1, le=4096)
-    peak_workgroups: int = Field(default=64, ge=1, le=1 << 20, description="of 256 invocations")
-    peak_iterations: int = Field(default=1024, ge=16, le=1024, description="FMA steps per chain, a power of two")
+    peak_workgroups: int = Field(
+        default=64, ge=1, le=1 << 20, description="of 256 invocations: where the probe's sizing starts"
+    )
+    peak_iterations: int = Field(
+        default=1024, ge=16, le=1024, description="FMA steps per chain of the count-checked dispatch, a power of two"
+    )
+    peak_dispatch_s: float = Field(
+        default=0.1, gt=0, le=10, description="grow the peak probe's work until one dispatch takes this long"
+    )
     warmup: int = Field(default=2, ge=1, le=1000, description="untimed dispatches first; the first is checked")
     try_time_s: float = Field(default=0.25, gt=0, le=600, description="time budget of one try")
     min_iterations: int = Field(default=3, ge=1, le=100_000, description="timed dispatches per try, at least")
@@ -130,10 +137,16 @@ class EdgeConfig(StrictModel):
         default=0.25, ge=0, le=600, description="idle at least this long before each kernel/model"
     )
     cooldown_margin_c: float = Field(
-        default=2.0, gt=0, le=50, description="then wait until every sensor is within this of its idle value"
+        default=2.0, gt=0, le=50, description="the default cooldown target: the idle reading plus this (C)"
     )
     cooldown_timeout_s: float = Field(
         default=120.0, ge=0, le=3600, description="give up waiting after this long (a warning on the result)"
+    )
+    cooldown_target_c: float | None = Field(
+        default=None,
+        ge=-40,
+        le=150,
+        description="wait until the hottest moving sensor is at or under this (C); unset: idle reading + margin",
     )
     cooldown_poll_s: float = Field(default=0.5, gt=0, le=60, description="seconds between readings while waiting")
     thermal_sources: list[ThermalSource] = Field(

@@ -37,6 +37,7 @@ class ThermalRecord:
     before: ThermalState
     after: ThermalState
     throttle_reasons: list[str]
+    moving: frozenset[str] | None = None  # sensor keys that changed over the run's readings so far
 
     @property
     def throttled(self) -> bool | None:
@@ -55,12 +56,13 @@ class ThermalRecord:
 
     def summary(self) -> dict[str, Any]:
         """The compact figures beside a result: hottest sensor before and after, throttling, the cooldown."""
-        hot_before, hot_after = self.before.hottest(), self.after.hottest()
+        hot_before, hot_after = self.before.hottest(self.moving), self.after.hottest(self.moving)
         hottest = hot_after or hot_before
         return {
             "celsius_before": hot_before.celsius if hot_before else None,
             "celsius_after": hot_after.celsius if hot_after else None,
             "hottest_sensor": hottest.key if hottest else None,
+            "hottest_moves": bool(hottest and self.moving and hottest.key in self.moving),
             "throttled": self.throttled,
             "throttle_reasons": self.throttle_reasons,
             "cooldown": self.cooldown.as_dict(),
@@ -82,6 +84,18 @@ class Watch:
     records: list[ThermalRecord] = field(default_factory=list)
     # the highest each clock read right after a measurement, to see a later one fall (thermal.clock_drops)
     clock_peaks: dict[str, float] = field(default_factory=dict)
+    # every sensor's lowest and highest reading in the run: one that never changed is not heating up
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    def _seen(self, state: ThermalState) -> None:
+        for s in state.sensors:
+            low, high = self.ranges.get(s.key, (s.celsius, s.celsius))
+            self.ranges[s.key] = (min(low, s.celsius), max(high, s.celsius))
+
+    @property
+    def moving(self) -> frozenset[str]:
+        """The sensors whose reading changed over the run so far (Jetson's constant PMIC@50C never does)."""
+        return frozenset(key for key, (low, high) in self.ranges.items() if high > low)
 
     @classmethod
     def start(cls, cfg: EdgeConfig) -> Watch:
@@ -90,12 +104,18 @@ class Watch:
         baseline = read_state(sources, cfg.thermal_root)
         for source, why in baseline.absent.items():
             log.debug("thermal source %s absent: %s", source, why)
-        rule = CooldownRule(cfg.cooldown_s, cfg.cooldown_margin_c, cfg.cooldown_timeout_s, cfg.cooldown_poll_s)
-        return cls(sources, cfg.thermal_root, rule, baseline)
+        rule = CooldownRule(
+            cfg.cooldown_s, cfg.cooldown_margin_c, cfg.cooldown_timeout_s, cfg.cooldown_poll_s, cfg.cooldown_target_c
+        )
+        watch = cls(sources, cfg.thermal_root, rule, baseline)
+        watch._seen(baseline)
+        return watch
 
     def read(self) -> ThermalState:
-        """One reading of the run's sources."""
-        return read_state(self.sources, self.root)
+        """One reading of the run's sources (remembered, to tell the sensors that move)."""
+        state = read_state(self.sources, self.root)
+        self._seen(state)
+        return state
 
     def around(
         self, measure: Callable[[], T], on_cooldown: Callable[[], None] | None = None
@@ -103,12 +123,12 @@ class Watch:
         """Cool down, read, measure, read again; the measurement's value and its thermal record."""
         if on_cooldown is not None:
             on_cooldown()
-        cooled = cool_down(self.baseline, self.read, self.rule)
+        cooled = cool_down(self.baseline, self.read, self.rule, moving=self.moving or None)
         before = self.read()
         value = measure()
         after = self.read()
         reasons = throttling_between(before, after) + clock_drops(after, self.clock_peaks)
-        record = ThermalRecord(cooled, before, after, reasons)
+        record = ThermalRecord(cooled, before, after, reasons, self.moving)
         for warning in record.warnings:
             log.warning(warning)
         self.records.append(record)

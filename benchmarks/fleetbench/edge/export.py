@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fleetbench.edge import gpu
@@ -25,9 +26,9 @@ def record_kernel(run: BenchmarkRun, row: KernelRow) -> None:
     for value in row.latencies_s:
         run.metrics.observe("fleetbench_edge_kernel_latency_seconds", value, **timed)
     for name, _q in PERCENTILES:
-        run.metrics.set(
-            "fleetbench_edge_kernel_latency_percentile_seconds", getattr(row, f"{name}_s"), percentile=name, **timed
-        )
+        value = getattr(row, f"{name}_s")
+        if math.isfinite(value):  # NaN: too few dispatches for that percentile
+            run.metrics.set("fleetbench_edge_kernel_latency_percentile_seconds", value, percentile=name, **timed)
     if row.flops:
         run.metrics.set("fleetbench_edge_kernel_achieved_flop_per_second", row.flop_per_second, **timed)
     run.metrics.set("fleetbench_edge_kernel_achieved_bytes_per_second", row.bytes_per_second, **timed)
@@ -42,7 +43,9 @@ def peak_ratios(rows: list[KernelRow]) -> dict[str, float]:
     Every GEMM kernel multiplies and accumulates in f32 whatever its storage dtype (f16 only halves
     the bytes it loads), so its FLOPs are f32 FMAs and the f32 probe is their ceiling. Against the
     f16 probe, a float16 GEMM on an adapter without fast f16 (lavapipe converts every f16 FMA) read
-    195 % of "peak".
+    195 % of "peak". A ratio above 1 means the probe did not reach the device's peak (on an H100 an
+    unsized probe read 4.65): it is refused, with the reason on the row (`peak_ratio_refused`), and
+    never published.
     """
     peak = max(
         (r.flop_per_second for r in rows if r.kernel.startswith("peak_fma") and r.dtype == "float32" and r.latencies_s),
@@ -52,9 +55,22 @@ def peak_ratios(rows: list[KernelRow]) -> dict[str, float]:
     for r in rows:
         # gemm_coopmat runs on the matrix units, not the FMA pipes the probe measures.
         if r.kernel.startswith("gemm") and r.kernel != "gemm_coopmat" and r.latencies_s and peak:
-            r.peak_ratio = r.flop_per_second / peak
+            ratio = r.flop_per_second / peak
+            if ratio > 1.0:
+                r.peak_ratio = None
+                r.peak_ratio_refused = (
+                    f"GEMM/peak ratio {ratio:.3f} > 1: {r.flop_per_second / 1e9:.1f} GFLOP/s against a measured "
+                    f"f32 FMA peak of {peak / 1e9:.1f} GFLOP/s; the probe did not reach the device's peak"
+                )
+                continue
+            r.peak_ratio = ratio
             out[f"{r.kernel} {r.dtype} {r.size}"] = r.peak_ratio
     return out
+
+
+def refused_ratios(rows: list[KernelRow]) -> dict[str, str]:
+    """`kernel dtype size` -> why its GEMM/peak ratio was refused (set by `peak_ratios`)."""
+    return {f"{r.kernel} {r.dtype} {r.size}": r.peak_ratio_refused for r in rows if r.peak_ratio_refused}
 
 
 def record_peak_ratios(run: BenchmarkRun, rows: list[KernelRow]) -> None:
@@ -66,9 +82,9 @@ def record_peak_ratios(run: BenchmarkRun, rows: list[KernelRow]) -> None:
             run.add_headline("fleetbench_edge_gemm_peak_ratio", r.peak_ratio, None, **labels)
 
 
-def record_model(run: BenchmarkRun, t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
+def record_model(run: BenchmarkRun, t: ModelTiming, trim_ratio: float, cv_target: float) -> dict[str, Any]:
     """A model path's load, latency, error and memory series and its headline figures; returns its summary."""
-    summary = model_summary(t, trim_ratio)
+    summary = model_summary(t, trim_ratio, cv_target)
     labels = {"runtime": t.runtime, "model": t.model}
     run.metrics.set("fleetbench_edge_model_load_seconds", t.load_s, **labels)
     for value in t.latencies:
@@ -76,9 +92,10 @@ def record_model(run: BenchmarkRun, t: ModelTiming, trim_ratio: float) -> dict[s
     run.metrics.set("fleetbench_edge_model_latency_mean_seconds", summary["mean_s"], **labels)
     run.metrics.set("fleetbench_edge_model_latency_trimmed_mean_seconds", summary["trimmed_mean_s"], **labels)
     for name, _q in PERCENTILES:
-        run.metrics.set(
-            "fleetbench_edge_model_latency_percentile_seconds", summary[f"{name}_s"], percentile=name, **labels
-        )
+        if summary[f"{name}_s"] is not None:  # None: too few iterations for that percentile
+            run.metrics.set(
+                "fleetbench_edge_model_latency_percentile_seconds", summary[f"{name}_s"], percentile=name, **labels
+            )
     if t.max_abs_error is not None:
         run.metrics.set("fleetbench_edge_model_max_abs_error", t.max_abs_error, **labels)
     for kind, value in t.memory.items():

@@ -571,7 +571,21 @@ def _copy(spec: KernelSpec, mib: int, seed: list[int], limits: dict[str, int]) -
     )
 
 
-def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dict[str, int]) -> Problem:
+# The checked dispatch adds b = 1 / iters to every lane iters times (a = 1): every value stays a multiple
+# of 2^-10 below 2, exact in float16, so it can only run up to 1024 steps; it checks that every step ran.
+PEAK_CHECK_MAX_ITERATIONS = 1024
+
+
+def peak_problem(
+    spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dict[str, int], timed: bool = False
+) -> Problem:
+    """The FMA peak probe at `workgroups` x 256 invocations and `iters` steps per chain.
+
+    Not `timed`: the count check (a = 1, b = 1 / iters, iters <= 1024): each lane ends at start + 1,
+    exact, so a missing step shows. `timed`: the sized dispatch (a = -1, b = 1, x -> 1 - x), whose
+    values stay exact at any even step count (each lane returns to its start), so the check does not
+    cap the work (fleetbench.edge.peak_sizing grows it until a dispatch is long enough to time).
+    """
     import numpy as np
 
     groups = grid(workgroups, limits["max-compute-workgroups-per-dimension"])
@@ -581,14 +595,16 @@ def _peak(spec: KernelSpec, dtype: str, workgroups: int, iters: int, limits: dic
     def peak_ref() -> np.ndarray:
         base = (np.arange(invocations, dtype=np.int64) * 7) % 256
         lanes = (base[:, None] + np.arange(lane_count)[None, :]) % 256
-        result: np.ndarray = (lanes / 256.0 + 1.0).sum(axis=1)  # every lane ends at start + iters * (1 / iters)
+        end = 0.0 if timed else 1.0  # timed: an even number of x -> 1 - x; checked: start + iters * (1 / iters)
+        result: np.ndarray = (lanes / 256.0 + end).sum(axis=1)
         return result
 
+    params = _u32_params(iters, -1.0, 1.0) if timed else _u32_params(iters, 1.0, 1.0 / iters)
     return Problem(
         spec,
         dtype,
-        f"{workgroups}wgx{iters}",
-        _u32_params(iters, 1.0, 1.0 / iters),
+        "auto" if timed else f"{workgroups}wgx{iters}",
+        params,
         [],
         list,
         invocations * 4,
@@ -632,7 +648,7 @@ def build_problems(
             elif spec.op == "silu":
                 problems.append(_silu(spec, dtype, cfg.silu_elements, seed, limits))
             elif spec.op == "peak":
-                problems.append(_peak(spec, dtype, cfg.peak_workgroups, cfg.peak_iterations, limits))
+                problems.append(peak_problem(spec, dtype, cfg.peak_workgroups, cfg.peak_iterations, limits))
             else:
                 problems.append(_copy(spec, cfg.copy_mib, seed, limits))
     return problems

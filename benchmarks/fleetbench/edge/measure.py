@@ -8,12 +8,14 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from fleetbench.edge import kernels, timing
+from fleetbench.edge import kernels, peak_sizing, timing
 from fleetbench.edge.discipline import ThermalRecord, Watch
 from fleetbench.edge.export import record_kernel
 from fleetbench.edge.native import optional_module
 from fleetbench.edge.plan import Compiled, EdgePlan
 from fleetbench.edge.rows import PERCENTILES, KernelRow
+from fleetbench.edge.stability import Stability, supported_percentile
+from fleetbench.errors import UserError
 from fleetbench.job import Progress
 from fleetbench.telemetry.session import BenchmarkRun
 
@@ -77,26 +79,24 @@ def _input_texture(device: Any, array: Any, size: tuple[int, int], dtype: str) -
 def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | None = None) -> KernelRow:
     """Warm up, check the first output against numpy, then time until stable; a wrong result stays untimed.
 
-    `on_try` is called with the number of each finished try (for progress).
+    A peak probe is first checked at its configured step count, then sized to the device
+    (fleetbench.edge.peak_sizing) and the sized dispatch is checked and timed. `on_try` is called with
+    the number of each finished try (for progress).
     """
+    sizing = None
+    if item.problem.spec.op == "peak":
+        row = _checked_row(plan, item)
+        if not row.correct:
+            return row
+        sizing = _size_peak(plan, item)
+        item = Compiled(_sized_peak(plan, item, sizing.workgroups, sizing.iterations), item.pipeline, item.source)
     cfg, problem = plan.cfg, item.problem
     with bound(plan, item) as (timer, output):
         warm = [timer.run_once() for _ in range(cfg.warmup)]
-        max_abs, max_rel, correct = kernels.compare(problem, plan.device.queue.read_buffer(output))
-        row = KernelRow(
-            kernel=problem.spec.name,
-            lang=problem.spec.lang,
-            dtype=problem.dtype,
-            size=problem.size,
-            timing=plan.timing,
-            correct=correct,
-            max_abs_error=max_abs,
-            max_rel_error=max_rel,
-            tolerance=problem.tolerance,
-            flops=problem.flops,
-            bytes_moved=problem.bytes_moved,
-        )
-        if not correct:
+        row = _row(plan, item, plan.device.queue.read_buffer(output))
+        if sizing is not None:
+            row.sizing = sizing.as_dict()
+        if not row.correct:
             return row
         estimate = min(warm)
         measured = timing.measure_until_stable(
@@ -110,16 +110,82 @@ def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | 
     samples = measured.samples
     row.latencies_s = samples
     row.try_medians_s = measured.try_medians
-    row.p50_s, row.p90_s, row.p99_s = (measured.percentile(q) for _n, q in PERCENTILES)
+    row.p50_s, row.p90_s, row.p99_s = (supported_percentile(samples, q) for _n, q in PERCENTILES)
     row.mean_s = sum(samples) / len(samples)
     row.min_s = min(samples)
     row.variation = measured.variation
     row.stable = measured.stable
+    row.cv_target = cfg.cv_target
+    row.verdict = Stability(len(measured.tries), measured.variation, cfg.cv_target).verdict
     row.tries = len(measured.tries)
     row.dispatches = len(samples)
     row.flop_per_second = problem.flops / row.p50_s if problem.flops else 0.0
     row.bytes_per_second = problem.bytes_moved / row.p50_s
     return row
+
+
+def _row(plan: EdgePlan, item: Compiled, raw: memoryview | bytes) -> KernelRow:
+    """An untimed row for `item` with its output `raw` compared against the reference."""
+    problem = item.problem
+    max_abs, max_rel, correct = kernels.compare(problem, raw)
+    return KernelRow(
+        kernel=problem.spec.name,
+        lang=problem.spec.lang,
+        dtype=problem.dtype,
+        size=problem.size,
+        timing=plan.timing,
+        correct=correct,
+        max_abs_error=max_abs,
+        max_rel_error=max_rel,
+        tolerance=problem.tolerance,
+        flops=problem.flops,
+        bytes_moved=problem.bytes_moved,
+    )
+
+
+def _checked_row(plan: EdgePlan, item: Compiled) -> KernelRow:
+    """One dispatch of `item` and its output checked (the peak probe's step-count check)."""
+    with bound(plan, item) as (timer, output):
+        timer.run_once()
+        return _row(plan, item, plan.device.queue.read_buffer(output))
+
+
+def _sized_peak(plan: EdgePlan, item: Compiled, workgroups: int, iterations: int) -> kernels.Problem:
+    spec, limits = item.problem.spec, plan.adapter.limits if plan.adapter else {}
+    return kernels.peak_problem(spec, item.problem.dtype, workgroups, iterations, limits, timed=True)
+
+
+def _size_peak(plan: EdgePlan, item: Compiled) -> peak_sizing.Sizing:
+    """Grow the probe until it fills the device and a dispatch takes edge.peak_dispatch_s; each sizing
+    dispatch's output is checked (a wrong one stops the run: the probe is broken on this device)."""
+    limits = plan.adapter.limits if plan.adapter else {}
+    binding = min(limits["max-storage-buffer-binding-size"], limits["max-buffer-size"])
+    max_dim = limits["max-compute-workgroups-per-dimension"]
+    max_workgroups = min(binding // (256 * 4), max_dim * max_dim, 1 << 20)
+
+    def seconds_at(workgroups: int, iterations: int) -> float:
+        sized = Compiled(_sized_peak(plan, item, workgroups, iterations), item.pipeline, item.source)
+        with bound(plan, sized) as (timer, output):
+            timer.run_once()
+            if not kernels.compare(sized.problem, plan.device.queue.read_buffer(output))[2]:
+                raise UserError(
+                    f"{sized.problem.label}: the peak probe's sized dispatch ({workgroups} workgroups, "
+                    f"{iterations} steps) returned a wrong result on this adapter; accepted: leave "
+                    f"{item.problem.spec.name} out of edge.kernels"
+                )
+            return min(timer.sample(2))
+
+    def flops_at(workgroups: int, iterations: int) -> float:
+        return _sized_peak(plan, item, workgroups, iterations).flops
+
+    return peak_sizing.size_probe(
+        seconds_at,
+        flops_at,
+        plan.cfg.peak_workgroups,
+        plan.cfg.peak_iterations,
+        plan.cfg.peak_dispatch_s,
+        max_workgroups,
+    )
 
 
 def add_thermal(row: KernelRow, record: ThermalRecord) -> None:

@@ -30,7 +30,7 @@ def run_mps_path(cfg: EdgeConfig, run: BenchmarkRun, models: list[dict[str, Any]
     timing_result, thermal = watch.around(
         lambda: mps.run_mps(built, cfg.pte_warmup, cfg.pte_iterations, cfg.model_tolerance)
     )
-    summary = record_model(run, timing_result, cfg.trim_ratio)
+    summary = record_model(run, timing_result, cfg.trim_ratio, cfg.cv_target)
     summary["thermal"] = thermal.summary()
     record_model_thermal(run, thermal, timing_result.runtime, timing_result.model)
     models.append(summary)
@@ -58,7 +58,7 @@ def run_program(plan: EdgePlan, run: BenchmarkRun, models: list[dict[str, Any]],
     for t in (et, eager):
         if t is None:
             continue
-        summary = record_model(run, t, cfg.trim_ratio)
+        summary = record_model(run, t, cfg.trim_ratio, cfg.cv_target)
         summary["thermal"] = thermal.summary()
         record_model_thermal(run, thermal, t.runtime, t.model)
         models.append(summary)

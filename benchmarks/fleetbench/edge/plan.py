@@ -34,6 +34,7 @@ QUICK: dict[str, Any] = {
     "copy_mib": 8,
     "peak_workgroups": 16,
     "peak_iterations": 256,
+    "peak_dispatch_s": 0.01,
     "warmup": 1,
     "try_time_s": 0.03,
     "min_iterations": 3,

@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fleetbench.edge.pte import ModelTiming
-from fleetbench.edge.timing import percentile, trimmed_mean
+from fleetbench.edge.stability import Stability, supported_percentile
+from fleetbench.edge.timing import coefficient_of_variation, trimmed_mean
 
 PERCENTILES = (("p50", 50.0), ("p90", 90.0), ("p99", 99.0))
 
@@ -34,11 +35,15 @@ class KernelRow:
     min_s: float = math.nan
     variation: float = math.nan  # CV of the tries' medians
     stable: bool = False
+    cv_target: float = math.nan
+    verdict: str = ""  # stable, unstable or single sample (fleetbench.edge.stability); "" when untimed
     tries: int = 0
     dispatches: int = 0
     flop_per_second: float = 0.0
     bytes_per_second: float = 0.0
     peak_ratio: float | None = None
+    peak_ratio_refused: str | None = None  # why a GEMM/peak ratio was not published (e.g. above 1)
+    sizing: dict[str, Any] | None = None  # the peak probe's sizing (fleetbench.edge.peak_sizing)
     # Thermal state around the tries (fleetbench.edge.discipline): hottest sensor before and after,
     # throttling seen (None: no throttle indicator could be read), the cooldown before the kernel.
     celsius_before: float | None = None
@@ -68,6 +73,7 @@ class KernelRow:
         "min_s",
         "variation",
         "stable",
+        "verdict",
         "tries",
         "dispatches",
         "flop_per_second",
@@ -87,8 +93,9 @@ class KernelRow:
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in data.items()}
 
 
-def model_summary(t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
-    """A model path's figures for the record and the table: load, mean, trimmed mean and percentiles (seconds)."""
+def model_summary(t: ModelTiming, trim_ratio: float, cv_target: float) -> dict[str, Any]:
+    """A model path's figures for the record and the table: load, mean, trimmed mean, the percentiles its
+    iterations support (seconds; None where too few) and the iterations' stability against `cv_target`."""
     out: dict[str, Any] = {
         "runtime": t.runtime,
         "model": t.model,
@@ -103,5 +110,8 @@ def model_summary(t: ModelTiming, trim_ratio: float) -> dict[str, Any]:
         "note": t.note,
         "memory_bytes": t.memory,
     }
-    out.update({f"{name}_s": percentile(t.latencies, q) for name, q in PERCENTILES})
+    for name, q in PERCENTILES:
+        value = supported_percentile(t.latencies, q)
+        out[f"{name}_s"] = value if math.isfinite(value) else None
+    out["stability"] = Stability(len(t.latencies), coefficient_of_variation(t.latencies), cv_target).as_dict()
     return out

@@ -21,6 +21,7 @@ from fleetbench.edge.export import (
     record_kernel_headline,
     record_peak_ratios,
     record_run_thermal,
+    refused_ratios,
 )
 from fleetbench.edge.measure import run_coopmat, run_kernels
 from fleetbench.edge.models import run_mps_path, run_program
@@ -99,6 +100,7 @@ def write_outputs(
             "timing": plan.timing,
             "kernels": [{**r.summary(), "thermal": r.thermal, "latencies_s": r.latencies_s} for r in rows],
             "gemm_peak_ratio": ratios,
+            "gemm_peak_ratio_refused": refused_ratios(rows),
             "models": models,
             "thermal": thermal,
             "cooperative_matrix": plan.coopmat.as_dict() if plan.coopmat else None,
@@ -145,6 +147,8 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
         ratios = peak_ratios(rows)
         record_peak_ratios(bench, rows)
         record_kernel_headline(bench, rows)
+        for refusal in refused_ratios(rows).values():
+            log.warning("%s (not published)", refusal)
         mps_summary = run_mps_path(cfg, bench, models, watch)
         failures = wrong_kernels(rows) + run_program(plan, bench, models, watch)
         end = watch.read()
@@ -157,6 +161,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
                 "timestamp_period_ns": plan.period_ns if plan.timing == "timestamp" else None,
                 "kernels": [r.summary() for r in rows],
                 "gemm_peak_ratio": ratios,
+                "gemm_peak_ratio_refused": refused_ratios(rows),
                 "notes": plan.notes,
                 "spirv_files": plan.spirv_files,
                 "mps": mps_summary,

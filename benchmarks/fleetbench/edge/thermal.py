@@ -13,10 +13,14 @@ Readings take milliseconds (sysfs) to a few hundred (adb); they are taken outsid
 from __future__ import annotations
 
 import logging
+import os
+import re
+import select
 import shutil
+import stat
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ from fleetbench.edge.thermal_parse import (
     parse_pmset_therm,
     parse_powermetrics,
     parse_tegrastats,
+    plausible,
 )
 
 __all__ = [
@@ -47,6 +52,16 @@ __all__ = [
 
 SOURCES = ("thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "powermetrics", "tegrastats")
 TOOL_TIMEOUT_S = 10.0
+STREAM_TIMEOUT_S = 5.0  # a streaming tool (tegrastats) that prints no line within this is "no reading"
+ATTRIBUTE_BYTES = 4096  # a sysfs attribute is one page at most
+MAX_STATE_DIGITS = 18  # a cooling state longer than this is not a state (and int() of 5,000 digits raises)
+# Cooling devices by type (`cooling_deviceN/type`): the passive ones slow compute down when in force
+# (cpufreq/devfreq/gpufreq clamps, idle injection, the ACPI processor and Intel's TCC and powerclamp);
+# fans cool without slowing anything; the rest (backlight, battery charging, radios) are reported only.
+PASSIVE_COOLING = re.compile(
+    r"cpufreq|devfreq|gpufreq|gpu|processor|powerclamp|idle|pause|tcc|cpu|cluster|cdsp|npu", re.IGNORECASE
+)
+FAN_COOLING = re.compile(r"fan", re.IGNORECASE)
 NVIDIA_SMI_QUERY = "index,name,temperature.gpu,clocks_throttle_reasons.active,clocks.sm,utilization.gpu"
 # A clock this far under the highest the same clock read right after an earlier measurement of the run
 # is a slowdown, whatever the reason registers say (vkpeak and the farms compare clocks the same way).
@@ -63,10 +78,14 @@ class ThermalState:
     sensors: list[Sensor] = field(default_factory=list)
     throttles: list[Throttle] = field(default_factory=list)
     absent: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # readings that were there but not understood, each said
 
-    def hottest(self) -> Sensor | None:
-        """The sensor with the highest temperature, or None without sensors."""
-        return max(self.sensors, key=lambda s: s.celsius, default=None)
+    def hottest(self, moving: Collection[str] | None = None) -> Sensor | None:
+        """The hottest sensor among `moving` (sensor keys that changed over the run's readings), else,
+        where none moved or `moving` is None, the hottest of all; None without sensors. A constant
+        reading (Jetson's PMIC@50C) is a placeholder, not the device heating up."""
+        candidates = [s for s in self.sensors if moving is not None and s.key in moving]
+        return max(candidates or self.sensors, key=lambda s: s.celsius, default=None)
 
     def active_throttles(self) -> list[Throttle]:
         """Indicators that say the device is slowed down now."""
@@ -81,47 +100,84 @@ class ThermalState:
             "sensors": [vars(s) for s in self.sensors],
             "throttles": [vars(t) for t in self.throttles],
             "absent": dict(self.absent),
+            "notes": list(self.notes),
         }
 
 
 def _read_text(path: Path) -> str | None:
-    """A sysfs attribute's text; None where the kernel refuses it (EIO, ENODATA: a sensor that is off)."""
+    """A sysfs attribute's text; None where the kernel refuses it (EIO, ENODATA: a sensor that is off) or
+    where it is no regular file: opened non-blocking and checked first, so a FIFO (or a device node)
+    under the root cannot hang the run."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, ATTRIBUTE_BYTES).decode("utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _millidegrees(path: Path) -> float | None:
     text = _read_text(path)
+    if text is None or len(text) > MAX_STATE_DIGITS:
+        return None
     try:
-        return int(text) / 1000.0 if text is not None else None
+        return int(text) / 1000.0
     except ValueError:
         return None
 
 
-def read_thermal_class(root: Path) -> tuple[list[Sensor], list[Throttle], str | None]:
-    """Thermal zones (`thermal_zoneN/type`, `temp` in millidegrees) and cooling devices (`cooling_deviceN/
-    type`, `cur_state`, `max_state`: a state above 0 is a throttle step in force) under `root`.
+def _cooling_device(device: Path, notes: list[str]) -> Throttle | None:
+    """One cooling device: a passive one (by its type) above state 0 is a throttle step in force; a fan is
+    reported as a fan; a state that is no number, or past its own maximum, is said in `notes`."""
+    state, top = _read_text(device / "cur_state"), _read_text(device / "max_state")
+    kind = _read_text(device / "type") or "unknown"
+    if state is None:
+        return None
+    if not state.isdigit() or len(state) > MAX_STATE_DIGITS:
+        notes.append(f"{device.name} ({kind}): cur_state {state[:20]!r} is no cooling state; ignored")
+        return None
+    level = int(state)
+    limit = int(top) if top is not None and top.isdigit() and len(top) <= MAX_STATE_DIGITS else None
+    if limit is not None and level > limit:
+        notes.append(f"{device.name} ({kind}): cur_state {level} is past its max_state {limit}; ignored")
+        return None
+    detail = f"{kind} state {state} of {top}" if top else f"{kind} state {state}"
+    if FAN_COOLING.search(kind):
+        return Throttle("thermal_zone", device.name, state, False, f"fan: {detail}", "fan")
+    if PASSIVE_COOLING.search(kind):
+        return Throttle("thermal_zone", device.name, state, level > 0, detail)
+    return Throttle("thermal_zone", device.name, state, False, f"{detail} (does not slow compute)", "other")
+
+
+def read_thermal_class(root: Path, notes: list[str] | None = None) -> tuple[list[Sensor], list[Throttle], str | None]:
+    """Thermal zones (`thermal_zoneN/type`, `temp` in millidegrees) and cooling devices (`_cooling_device`)
+    under `root`; readings that are there but impossible go to `notes`.
 
     The third value is why there are none, or None.
     """
+    notes = [] if notes is None else notes
     base = root / "sys" / "class" / "thermal"
     if not base.is_dir():
         return [], [], f"{base} does not exist"
     sensors = []
     for zone in sorted(base.glob("thermal_zone*")):
         celsius = _millidegrees(zone / "temp")
-        if celsius is not None:
-            sensors.append(Sensor("thermal_zone", zone.name, _read_text(zone / "type") or "unknown", celsius))
+        kind = _read_text(zone / "type") or "unknown"
+        if celsius is not None and not plausible(celsius):
+            notes.append(f"{zone.name} ({kind}): {celsius:g} C is no temperature; ignored")
+        elif celsius is not None:
+            sensors.append(Sensor("thermal_zone", zone.name, kind, celsius))
     throttles = []
     for device in sorted(base.glob("cooling_device*")):
-        state, top = _read_text(device / "cur_state"), _read_text(device / "max_state")
-        if state is None or not state.isdigit():
-            continue
-        kind = _read_text(device / "type") or "unknown"
-        detail = f"{kind} state {state} of {top}" if top else f"{kind} state {state}"
-        throttles.append(Throttle("thermal_zone", device.name, state, int(state) > 0, detail))
+        throttle = _cooling_device(device, notes)
+        if throttle is not None:
+            throttles.append(throttle)
     if not sensors and not throttles:
         return [], [], f"no readable thermal_zone* or cooling_device* in {base}"
     return sensors, throttles, None
@@ -164,19 +220,35 @@ def _run_tool(argv: list[str]) -> tuple[str | None, str | None]:
     return done.stdout, None
 
 
-def _first_line_of(argv: list[str]) -> tuple[str | None, str | None]:
-    """The first line a streaming tool (tegrastats) prints, then stop it."""
+def _first_line_of(argv: list[str], timeout_s: float | None = None) -> tuple[str | None, str | None]:
+    """The first line a streaming tool (tegrastats) prints within `timeout_s` (STREAM_TIMEOUT_S), then
+    stop it; a tool that stays silent is "no reading", said, instead of a run that hangs."""
     if shutil.which(argv[0]) is None:
         return None, f"{argv[0]} not on PATH"
+    limit = STREAM_TIMEOUT_S if timeout_s is None else timeout_s
+    deadline = time.monotonic() + limit
+    chunks: list[bytes] = []
     try:
-        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) as proc:
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
             try:
-                line = proc.stdout.readline() if proc.stdout else ""
+                assert proc.stdout is not None
+                fd = proc.stdout.fileno()
+                while b"\n" not in b"".join(chunks) and sum(map(len, chunks)) < 1 << 16:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not select.select([fd], [], [], left)[0]:
+                        break
+                    chunk = os.read(fd, 4096)
+                    if not chunk:
+                        break  # the tool exited
+                    chunks.append(chunk)
             finally:
                 proc.kill()
     except OSError as exc:
         return None, f"{argv[0]} could not run: {exc.strerror}"
-    return (line, None) if line.strip() else (None, f"{argv[0]} printed nothing")
+    line = b"".join(chunks).decode("utf-8", errors="replace").split("\n", 1)[0]
+    if line.strip():
+        return line, None
+    return None, f"{argv[0]} printed no line within {limit:g} s: no reading"
 
 
 Parser = Callable[[str], tuple[list[Sensor], list[Throttle]]]
@@ -214,7 +286,7 @@ def read_state(sources: tuple[str, ...] | list[str], root: Path = Path("/")) -> 
     state = ThermalState()
     for source in sources:
         if source == "thermal_zone":
-            sensors, throttles, why = read_thermal_class(root)
+            sensors, throttles, why = read_thermal_class(root, state.notes)
             state.sensors.extend(sensors)
             state.throttles.extend(throttles)
         elif source == "hwmon":
@@ -277,33 +349,46 @@ def clock_drops(after: ThermalState, peaks: dict[str, float]) -> list[str]:
 
 @dataclass
 class Cooldown:
-    """How a cooldown went: the time waited, whether it was temperature-driven, and a warning on timeout."""
+    """How a cooldown went: the time waited, whether it was temperature-driven, the absolute target it
+    waited for and where that came from, and a warning on timeout."""
 
     waited_s: float
     driven_by: str  # "temperature", or "fixed" where no sensor was there to wait on
     warning: str | None = None
+    target_c: float | None = None
+    target_from: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready."""
-        return {"waited_s": self.waited_s, "driven_by": self.driven_by, "warning": self.warning}
-
-
-def _too_hot(baseline: ThermalState, now: ThermalState, margin_c: float) -> list[str]:
-    """Sensors above their own baseline plus the margin, hottest excess first."""
-    idle = {s.key: s.celsius for s in baseline.sensors}
-    over = [(s.celsius - idle[s.key], s) for s in now.sensors if s.key in idle and s.celsius > idle[s.key] + margin_c]
-    over.sort(key=lambda pair: -pair[0])
-    return [f"{s.key} {s.celsius:.1f} C (idle {idle[s.key]:.1f} C)" for _excess, s in over]
+        return {
+            "waited_s": self.waited_s,
+            "driven_by": self.driven_by,
+            "warning": self.warning,
+            "target_c": self.target_c,
+            "target_from": self.target_from,
+        }
 
 
 @dataclass(frozen=True)
 class CooldownRule:
-    """The cooldown settings: at least `min_s`; then until within `margin_c` of idle, polling, up to `timeout_s`."""
+    """The cooldown settings: at least `min_s`; then until the hottest moving sensor is at or under an
+    absolute target (`target_c`, else the idle reading plus `margin_c`), polling, up to `timeout_s`."""
 
     min_s: float
     margin_c: float
     timeout_s: float
     poll_s: float
+    target_c: float | None = None
+
+
+def cooldown_target(baseline: ThermalState, rule: CooldownRule, moving: Collection[str] | None) -> tuple[float, str]:
+    """The absolute temperature a cooldown waits for and where it came from: the configured target, else
+    the idle reading (the baseline's hottest moving sensor) plus the margin."""
+    if rule.target_c is not None:
+        return rule.target_c, "configured (edge.cooldown_target_c)"
+    idle = baseline.hottest(moving)
+    assert idle is not None  # cool_down checks for sensors first
+    return idle.celsius + rule.margin_c, f"idle reading {idle.celsius:.1f} C of {idle.key} + {rule.margin_c:g} C"
 
 
 def cool_down(
@@ -311,23 +396,27 @@ def cool_down(
     read: Callable[[], ThermalState],
     rule: CooldownRule,
     sleep: Callable[[float], None] = time.sleep,
+    moving: Collection[str] | None = None,
 ) -> Cooldown:
-    """Idle at least `rule.min_s`, then until every baseline sensor is back within the margin of its idle
-    value, or `rule.timeout_s` has passed (the warning names the sensors still hot). Without baseline
-    sensors the cooldown is the fixed `min_s` and says so."""
+    """Idle at least `rule.min_s`, then until the hottest sensor that moves (`moving`: keys that changed
+    over the run; all where None) is at or under the absolute target (`cooldown_target`), or
+    `rule.timeout_s` has passed: the warning then says so, with the sensor, its reading and the target.
+    Without baseline sensors the cooldown is the fixed `min_s` and says so."""
     start = time.monotonic()
     if rule.min_s > 0:
         sleep(rule.min_s)
     if not baseline.sensors:
         return Cooldown(time.monotonic() - start, "fixed")
+    target, origin = cooldown_target(baseline, rule, moving)
     while True:
-        hot = _too_hot(baseline, read(), rule.margin_c)
+        hot = read().hottest(moving)
         waited = time.monotonic() - start
-        if not hot:
-            return Cooldown(waited, "temperature")
+        if hot is None or hot.celsius <= target:
+            return Cooldown(waited, "temperature", None, target, origin)
         if waited >= rule.timeout_s:
-            warning = f"cooldown timed out after {waited:.1f} s: {hot[0]} above idle + {rule.margin_c:g} C" + (
-                f" (and {len(hot) - 1} more)" if len(hot) > 1 else ""
+            warning = (
+                f"cooldown timed out after {waited:.1f} s: {hot.key} at {hot.celsius:.1f} C, above the target "
+                f"{target:.1f} C ({origin})"
             )
-            return Cooldown(waited, "temperature", warning)
+            return Cooldown(waited, "temperature", warning, target, origin)
         sleep(min(rule.poll_s, max(rule.timeout_s - waited, 0.0)))

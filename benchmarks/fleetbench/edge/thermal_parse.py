@@ -25,6 +25,7 @@ __all__ = [
     "parse_pmset_therm",
     "parse_powermetrics",
     "parse_tegrastats",
+    "plausible",
 ]
 
 
@@ -56,6 +57,7 @@ class Throttle:
     value: str
     active: bool
     detail: str = ""
+    role: str = "throttle"  # throttle (slows compute), fan (cools, slows nothing), clock, or other
 
     @property
     def key(self) -> str:
@@ -202,6 +204,37 @@ _TEMPERATURE = re.compile(
     r"Temperature\{mValue=(?P<value>[^,]+), mType=(?P<type>-?\d+), mName=(?P<name>[^,]*), mStatus=(?P<status>-?\d+)\}"
 )
 _STATUS = re.compile(r"^Thermal Status: (-?\d+)\s*$", re.MULTILINE)
+_COOLING = re.compile(r"CoolingDevice\{mValue=(?P<value>-?\d+), mType=(?P<type>-?\d+), mName=(?P<name>[^}]*)\}")
+# android.os.CoolingDevice.TYPE_*: which ones slow compute down when in force (the rest cool something
+# else: a fan, the battery's charging, the display's brightness or frame rate, a radio).
+ANDROID_COOLING_TYPES = {0: "FAN", 1: "BATTERY", 2: "CPU", 3: "GPU", 4: "MODEM", 5: "NPU", 6: "COMPONENT", 7: "TPU"}
+_ANDROID_COMPUTE_COOLING = {2, 3, 5, 7}
+# A temperature outside this range is no reading (a sensor's error code, a corrupted line), said as such.
+PLAUSIBLE_CELSIUS = (-60.0, 200.0)
+
+
+def plausible(celsius: float) -> bool:
+    """Whether `celsius` can be a real device temperature (PLAUSIBLE_CELSIUS)."""
+    return PLAUSIBLE_CELSIUS[0] <= celsius <= PLAUSIBLE_CELSIUS[1]
+
+
+def _android_cooling(block: str) -> list[Throttle]:
+    """The HAL's cooling devices: a CPU, GPU, NPU or TPU device above 0 is a throttle step in force; a
+    fan is a fan; the others (battery, display, modem, ...) are reported, not counted as throttling."""
+    out = []
+    for match in _COOLING.finditer(block):
+        kind, value, name = int(match["type"]), int(match["value"]), match["name"].strip()
+        label = ANDROID_COOLING_TYPES.get(kind, str(kind))
+        if kind in _ANDROID_COMPUTE_COOLING:
+            out.append(
+                Throttle("adb", f"cooling {name}", str(value), value > 0, f"{label} cooling device step {value}")
+            )
+        elif kind == 0:
+            out.append(Throttle("adb", f"cooling {name}", str(value), False, f"fan at {value}", "fan"))
+        else:
+            detail = f"{label} cooling device at {value} (does not slow compute)"
+            out.append(Throttle("adb", f"cooling {name}", str(value), False, detail, "other"))
+    return out
 
 
 def _android_sensors(block: str) -> list[Sensor]:
@@ -216,8 +249,9 @@ def _android_sensors(block: str) -> list[Sensor]:
 
 
 def parse_dumpsys_thermalservice(text: str) -> tuple[list[Sensor], list[Throttle]]:
-    """`adb shell dumpsys thermalservice`: the HAL's current temperatures (else the cached ones) and the
-    thermal status; any status above NONE is a throttle (LIGHT already slows some devices down)."""
+    """`adb shell dumpsys thermalservice`: the HAL's current temperatures (else the cached ones), the
+    thermal status (any status above NONE is a throttle: LIGHT already slows some devices down) and the
+    HAL's cooling devices (`_android_cooling`)."""
     status = _STATUS.search(text)
     if status is None:
         raise ThermalParseError("dumpsys thermalservice output has no 'Thermal Status:' line")
@@ -228,7 +262,9 @@ def parse_dumpsys_thermalservice(text: str) -> tuple[list[Sensor], list[Throttle
         sensors = _android_sensors(cached[1].split("HAL Ready:", 1)[0]) if len(cached) == 2 else []
     code = int(status.group(1))
     name = ANDROID_STATUS.get(code, f"unknown ({code})")
-    return sensors, [Throttle("adb", "thermal_status", str(code), code > 0, name)]
+    cooling = text.split("Current cooling devices from HAL:", 1)
+    devices = _android_cooling(cooling[1]) if len(cooling) == 2 else []  # only CoolingDevice{...} entries match
+    return sensors, [Throttle("adb", "thermal_status", str(code), code > 0, name), *devices]
 
 
 _PMSET_VALUE = re.compile(r"^\s*(CPU_Speed_Limit|CPU_Scheduler_Limit|CPU_Available_CPUs)\s*=\s*(\d+)\s*$", re.MULTILINE)
@@ -312,8 +348,14 @@ def parse_tegrastats(text: str) -> tuple[list[Sensor], list[Throttle]]:
     ]
     if not sensors:
         raise ThermalParseError("tegrastats line has no NAME@TEMPC sensor")
+    impossible = [f"{s.name}@{s.celsius:g}C" for s in sensors if not plausible(s.celsius)]
+    if impossible:
+        raise ThermalParseError(
+            f"tegrastats line has impossible temperatures {', '.join(impossible[:3])} "
+            f"(accepted {PLAUSIBLE_CELSIUS[0]:g} to {PLAUSIBLE_CELSIUS[1]:g} C)"
+        )
     throttles = []
     gpu = _TEGRA_GPU.search(line)
     if gpu is not None and gpu.group(2):
-        throttles.append(Throttle("tegrastats", "gr3d_clock_mhz", gpu.group(2), False, "GPU clock (MHz)"))
+        throttles.append(Throttle("tegrastats", "gr3d_clock_mhz", gpu.group(2), False, "GPU clock (MHz)", "clock"))
     return sensors, throttles

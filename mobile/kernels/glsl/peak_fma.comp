@@ -1,7 +1,7 @@
 #version 450
 // Peak FLOP/s probe in GLSL for the SPIR-V path: the same chains as `main` of ../peak_fma.wgsl (3
 // independent vec4 FMA chains per invocation, x = fma(x, a, b) for `iters` steps, 16 steps per loop
-// trip, exact result by construction: checked bit-exact).
+// trip, exact result by construction: checked bit-exact; the runner's a and b are described there).
 // Storage/arithmetic type: float, or float16_t when compiled with -DFLEETBENCH_F16.
 #ifdef FLEETBENCH_F16
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require

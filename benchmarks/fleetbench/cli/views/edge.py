@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from fleetbench.edge.run import EdgeOutcome
 
 
-def _ms(seconds: float) -> str:
-    if not math.isfinite(seconds):
+def _ms(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
         return "-"
     return f"{seconds * 1e3:.3f}" if seconds < 10 else f"{seconds * 1e3:.0f}"
 
@@ -37,7 +37,7 @@ def kernel_table(rows: list[KernelRow], title: str) -> Table:
         "var",
         "tries",
         "rel err",
-        "ok",
+        "status",
         "C before>after",
         "throttled",
     ):
@@ -55,11 +55,20 @@ def kernel_table(rows: list[KernelRow], title: str) -> Table:
             (f"{r.variation:.1%}" + ("" if r.stable else "!")) if math.isfinite(r.variation) else "-",
             str(r.tries),
             f"{r.max_rel_error:.1e}",
-            "yes" if r.correct else "[red]NO[/]",
+            _status(r),
             _celsius(r.celsius_before, r.celsius_after),
             {True: "[red]YES[/]", False: "no", None: "-"}[r.throttled],
         )
     return table
+
+
+def _status(row: KernelRow) -> str:
+    """ok only for a correct row whose tries met the CV target; unstable and single sample said as such."""
+    if not row.correct:
+        return "[red]WRONG[/]"
+    if not row.verdict:
+        return "-"
+    return {"stable": "ok", "unstable": "[yellow]unstable[/]"}.get(row.verdict, row.verdict)
 
 
 def _celsius(before: float | None, after: float | None) -> str:
@@ -83,7 +92,7 @@ def thermal_lines(thermal: dict[str, Any]) -> list[str]:
 def model_table(models: list[dict[str, Any]]) -> Table:
     """One row per model path: load and latency figures (ms), error against eager, agreement."""
     table = Table(title="model latency", box=box.SIMPLE_HEAD, padding=(0, 1))
-    for column in ("runtime", "model", "load ms", "mean ms", "trimmed ms", "p90 ms", "rel err", "agrees"):
+    for column in ("runtime", "model", "load ms", "mean ms", "trimmed ms", "p90 ms", "n CV", "rel err", "agrees"):
         table.add_column(column, justify="left" if column in ("runtime", "model") else "right", no_wrap=True)
     for m in models:
         table.add_row(
@@ -93,10 +102,17 @@ def model_table(models: list[dict[str, Any]]) -> Table:
             _ms(m["mean_s"]),
             _ms(m["trimmed_mean_s"]),
             _ms(m["p90_s"]),
+            _stability(m["stability"]),
             "-" if m["max_rel_error"] is None else f"{m['max_rel_error']:.1e}",
             {True: "yes", False: "[red]NO[/]", None: "-"}[m["agrees"]],
         )
     return table
+
+
+def _stability(entry: dict[str, Any]) -> str:
+    cv = "-" if entry["cv"] is None else f"{entry['cv']:.1%}"
+    verdict = "" if entry["verdict"] == "stable" else f" [yellow]{entry['verdict']}[/]"
+    return f"{entry['samples']} {cv}{verdict}"
 
 
 def show(console: Console, renderable: Table) -> None:
@@ -118,6 +134,9 @@ def show_results(console: Console, outcome: EdgeOutcome) -> None:
         show(console, kernel_table(outcome.rows, title))
     if outcome.ratios:
         console.print("GEMM / f32 FMA peak: " + ", ".join(f"{k} {v:.1%}" for k, v in outcome.ratios.items()))
+    for row in outcome.rows:
+        if row.peak_ratio_refused:
+            console.print(f"[yellow]{row.kernel} {row.dtype} {row.size}: {row.peak_ratio_refused} (not published)[/]")
     if outcome.models:
         show(console, model_table(outcome.models))
     for line in thermal_lines(outcome.thermal):

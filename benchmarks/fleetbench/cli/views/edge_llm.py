@@ -26,7 +26,7 @@ def _mib(value: int) -> str:
 def _cells(row: LlmRow) -> list[str]:
     mode = "mmap" if row.mmap else "read"
     if not row.ok:
-        return [row.runtime, row.dtype, mode, *["-"] * 8, f"[red]{row.error}[/]"]
+        return [row.runtime, row.dtype, mode, *["-"] * 9, f"[red]{row.error}[/]", "-"]
     agrees = "[green]yes[/]" if row.agrees else "[red]NO[/]"
     return [
         row.runtime,
@@ -35,13 +35,31 @@ def _cells(row: LlmRow) -> list[str]:
         f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
         f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}" if row.tg else "-",
         _num(row.ttft["p50"] * 1e3, 1),
-        _num(row.load_s * 1e3, 1),
-        f"{_mib(row.rss_after_load_bytes)}/{_mib(row.peak_rss_bytes)}",
+        f"{_num(row.cold_load_s * 1e3, 1)}/{_num(row.load_s * 1e3, 1)}"
+        + (" lazy" if row.load_kind.startswith("lazy") else ""),
+        f"{_mib(row.rss_model_bytes)}/{_mib(row.peak_rss_model_bytes)} (+{_mib(row.rss_imports_bytes)})",
         f"{row.tries} {_num(row.cv * 100, 1)}%",
         f"{row.logit_error:.0e}",
         f"{row.greedy_equal}/{row.greedy_total}",
         agrees,
+        _status(row),
+        _thermal(row),
     ]
+
+
+def _status(row: LlmRow) -> str:
+    """ok only where the tries met the CV target and the runtime agrees with eager."""
+    if not row.agrees:
+        return "[red]WRONG[/]"
+    return {"stable": "ok", "unstable": "[yellow]unstable[/]"}.get(row.verdict, row.verdict or "-")
+
+
+def _thermal(row: LlmRow) -> str:
+    before, after = row.thermal.get("celsius_before"), row.thermal.get("celsius_after")
+    if before is None and after is None:
+        return "-"
+    shown = f"{'-' if before is None else f'{before:.1f}'}>{'-' if after is None else f'{after:.1f}'}"
+    return shown + (" [red]throttled[/]" if row.thermal.get("throttled") else "")
 
 
 def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
@@ -50,7 +68,8 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         return
     table = Table(
         title=f"edge llm: {outcome.model} ({outcome.params / 1e6:.1f}M params), pp{outcome.prompt_tokens} "
-        f"tg{outcome.gen_tokens}, {outcome.threads} thread(s) (tok/s p50/p99; p90 in the record)",
+        f"tg{outcome.gen_tokens}, {outcome.threads} thread(s) (tok/s p50/p99, p99 only from 100 tries; "
+        "status: ok only when the tries met the CV target)",
         box=box.SIMPLE_HEAD,
         padding=(0, 1),
     )
@@ -61,14 +80,16 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         "pp tok/s",
         "tg tok/s",
         "TTFT ms",
-        "load ms",
-        "RSS MiB load/peak",
+        "load ms cold/warm",
+        "model RSS MiB load/peak (+imports)",
         "tries CV",
         "logit err",
         "greedy",
-        "ok",
+        "agrees",
+        "status",
+        "C before>after",
     ):
-        left = column in ("runtime", "dtype", "weights", "ok")
+        left = column in ("runtime", "dtype", "weights", "agrees", "status")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for row in outcome.rows:
         table.add_row(*_cells(row))

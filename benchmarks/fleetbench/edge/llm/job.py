@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -31,17 +32,21 @@ from fleetbench import jsonio
 from fleetbench.config.edge import EdgeLlmConfig
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge.discipline import Watch
+from fleetbench.edge.llm.tolerance import MARGIN, logit_error, quantisation_error, tolerance
+from fleetbench.edge.stability import Stability, supported_percentile
 from fleetbench.errors import UserError
 from fleetbench.job import Job, JobFailed, JobResult, RunContext
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "edge-llm"
-TOLERANCE = {"f32": 1e-4, "f16": 1e-2, "q8_0": 5e-2}
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 # What this host cannot run, said instead of faked.
 METAL_REASON = "needs macOS on Apple silicon (Metal); this host runs the CPU build"
 DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16"), "executorch": ("f32",)}
 WORKER_TIMEOUT_S = 1800
+# The timed decode path (prefill, then one token at a time through the key/value cache) is checked on
+# the prompt's last tokens, beside the full forward's logits (worker.decode_logits).
+DECODE_CHECK_TOKENS = 4
 
 log = logging.getLogger(__name__)
 
@@ -55,19 +60,37 @@ class LlmRow:
     mmap: bool
     ok: bool = False
     error: str | None = None
-    load_s: float = float("nan")
+    load_s: float = float("nan")  # warm: the files in the page cache
+    cold_load_s: float = float("nan")  # the files dropped from the page cache first (posix_fadvise)
+    cold_load_page_cache_dropped: bool = False
+    load_kind: str = ""  # eager, or MLX's lazy load forced at once
     rss_after_load_bytes: int = 0
     peak_rss_bytes: int = 0
+    # the model's share: RSS minus the RSS after the runtime's imports (interpreter, numpy, torch where
+    # the runtime's bindings import it), so runtimes compare without the harness's share
+    rss_imports_bytes: int = 0
+    rss_model_bytes: int = 0
+    peak_rss_model_bytes: int = 0
     pp: dict[str, float] = field(default_factory=dict)
     tg: dict[str, float] = field(default_factory=dict)
     ttft: dict[str, float] = field(default_factory=dict)
     tries: int = 0
     cv: float = float("nan")
     logit_error: float = float("nan")
+    quantisation_error: float = float("nan")  # eager PyTorch's logit error with the weights as exported
+    tolerance: float = float("nan")  # derived from quantisation_error (fleetbench.edge.llm.tolerance)
+    decode_logit_error: float = float("nan")  # the timed decode path's logits against eager's
     greedy_equal: int = 0
     greedy_total: int = 0
     agrees: bool = False
+    stability: dict[str, Any] = field(default_factory=dict)  # Stability.as_dict of the tries
+    thermal: dict[str, Any] = field(default_factory=dict)  # ThermalRecord.summary around the worker
     samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        """stable, unstable or single sample: whether the tries met the CV target."""
+        return str(self.stability.get("verdict", ""))
 
 
 @dataclass(frozen=True)
@@ -86,7 +109,8 @@ class LlmOutcome:
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
-    return {name: float(np.percentile(values, q)) for name, q in PERCENTILES}
+    """The percentiles the tries support (fleetbench.edge.stability: p90 needs 10, p99 100); NaN otherwise."""
+    return {name: supported_percentile(values, q) for name, q in PERCENTILES}
 
 
 def _threads(cfg: EdgeLlmConfig) -> int:
@@ -166,37 +190,77 @@ def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
     return result
 
 
-def _fill(row: LlmRow, out: dict[str, Any], reference: np.ndarray, greedy: list[int], logits_path: Path) -> None:
+@dataclass(frozen=True)
+class Reference:
+    """Eager PyTorch's answer on the prompt: its logits, its greedy tokens, and per (runtime, dtype) the
+    logit error of the weights as that export stores them (fleetbench.edge.llm.tolerance)."""
+
+    logits: np.ndarray
+    greedy: list[int]
+    quant_errors: dict[tuple[str, str], float]
+
+
+def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, cv_target: float) -> None:
+    """The worker's output `out` on `row`: figures, stability, and agreement with eager's logits and greedy
+    tokens within the tolerance derived from the export's own error."""
+    reference, greedy = ref.logits, ref.greedy
+    quant_error = ref.quant_errors[row.runtime, row.dtype]
+    row.quantisation_error, row.tolerance = quant_error, tolerance(quant_error)
     row.ok = bool(out.get("ok"))
     if not row.ok:
         row.error = str(out.get("error"))
         return
-    row.load_s = out["load_s"]
+    row.load_s, row.cold_load_s = out["load_s"], out["cold_load_s"]
+    row.cold_load_page_cache_dropped, row.load_kind = out["cold_load_page_cache_dropped"], out["load_kind"]
     row.rss_after_load_bytes, row.peak_rss_bytes = out["rss_after_load_bytes"], out["peak_rss_bytes"]
+    row.rss_imports_bytes = out["rss_imports_bytes"]
+    row.rss_model_bytes, row.peak_rss_model_bytes = out["rss_model_bytes"], out["peak_rss_model_bytes"]
     row.samples = {"pp": out["pp_tokens_per_s"], "tg": out["tg_tokens_per_s"], "ttft": out["ttft_s"]}
     row.pp, row.ttft = _percentiles(row.samples["pp"]), _percentiles(row.samples["ttft"])
     row.tg = _percentiles(row.samples["tg"])
     # One try has no spread: the worker writes that NaN as null (strict JSON), read back as NaN.
     row.tries, row.cv = len(out["pp_tokens_per_s"]), float("nan") if out["cv"] is None else float(out["cv"])
+    row.stability = Stability(row.tries, row.cv, cv_target).as_dict()
     logits = np.load(logits_path)
-    row.logit_error = float(np.abs(logits - reference).max() / np.abs(reference).max())
+    row.logit_error = logit_error(logits, reference)
+    decoded = np.load(decode_logits_path(logits_path))
+    tail = reference[len(reference) - len(decoded) :]
+    row.decode_logit_error = float(np.abs(decoded - tail).max() / np.abs(reference).max())
     row.greedy_total = len(greedy)
     row.greedy_equal = sum(1 for a, b in zip(out["greedy"], greedy, strict=False) if a == b)
-    row.agrees = row.logit_error <= TOLERANCE[row.dtype] and (
+    row.agrees = max(row.logit_error, row.decode_logit_error) <= row.tolerance and (
         row.dtype != "f32" or row.greedy_equal == row.greedy_total
     )
 
 
+def decode_logits_path(logits_path: Path) -> Path:
+    """Where the worker writes the decode path's logits, beside the full forward's."""
+    return logits_path.with_name("decode_" + logits_path.name)
+
+
 def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     ident = {"runtime": row.runtime, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
+    # NaN percentiles (too few tries to support them) are left out.
     for phase, values in (("pp", row.pp), ("tg", row.tg)):
         for name, value in values.items():
-            bench.metrics.set("fleetbench_edge_llm_tokens_per_second", value, phase=phase, percentile=name, **ident)
+            if math.isfinite(value):
+                bench.metrics.set("fleetbench_edge_llm_tokens_per_second", value, phase=phase, percentile=name, **ident)
     for name, value in row.ttft.items():
-        bench.metrics.set("fleetbench_edge_llm_time_to_first_token_seconds", value, percentile=name, **ident)
+        if math.isfinite(value):
+            bench.metrics.set("fleetbench_edge_llm_time_to_first_token_seconds", value, percentile=name, **ident)
+    for phase in ("before", "after"):
+        celsius = row.thermal.get(f"celsius_{phase}")
+        if celsius is not None:
+            bench.metrics.set("fleetbench_edge_llm_temperature_celsius", celsius, phase=phase, **ident)
+    if row.thermal.get("throttled") is not None:
+        bench.metrics.set("fleetbench_edge_llm_throttled", 1 if row.thermal["throttled"] else 0, **ident)
     bench.metrics.set("fleetbench_edge_llm_load_seconds", row.load_s, **ident)
+    bench.metrics.set("fleetbench_edge_llm_cold_load_seconds", row.cold_load_s, **ident)
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_after_load_bytes, phase="load", **ident)
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.peak_rss_bytes, phase="peak", **ident)
+    bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_imports_bytes, phase="imports", **ident)
+    bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_model_bytes, phase="model_load", **ident)
+    bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.peak_rss_model_bytes, phase="model_peak", **ident)
     if row.mmap:  # agreement does not depend on how the weights were loaded: once per runtime and dtype
         pair = {"runtime": row.runtime, "dtype": row.dtype}
         bench.metrics.set("fleetbench_edge_llm_logit_error_ratio", row.logit_error, **pair)
@@ -213,7 +277,7 @@ def _measure(
     cfg: EdgeLlmConfig,
     exports: dict[tuple[str, str], Path],
     prompt: list[int],
-    ref: tuple[np.ndarray, list[int]],
+    ref: Reference,
     context: RunContext,
     watch: Watch,
 ) -> list[LlmRow]:
@@ -236,14 +300,17 @@ def _measure(
                 "prompt": prompt,
                 "gen_tokens": cfg.gen_tokens,
                 "agree_tokens": cfg.agree_tokens,
+                "decode_check_tokens": DECODE_CHECK_TOKENS,
+                "decode_logits_out": str(decode_logits_path(logits_path)),
                 "min_tries": cfg.min_tries,
                 "max_tries": cfg.max_tries,
                 "cv_target": cfg.cv_target,
                 "logits_out": str(logits_path),
             }
-            out, _thermal = watch.around(functools.partial(_run_worker, spec, scratch))
+            out, record = watch.around(functools.partial(_run_worker, spec, scratch))
             row = LlmRow(runtime, dtype, mmap)
-            _fill(row, out, ref[0], ref[1], logits_path)
+            _fill(row, out, ref, logits_path, cfg.cv_target)
+            row.thermal = {**record.summary(), "warnings": record.warnings}
             rows.append(row)
             task.advance()
     return rows
@@ -257,8 +324,10 @@ def _failures(rows: list[LlmRow]) -> list[str]:
             out.append(f"{what}: {row.error}")
         elif not row.agrees:
             out.append(
-                f"{what}: logits off eager by {row.logit_error:.2e} of their range (tolerance "
-                f"{TOLERANCE[row.dtype]:.0e}), greedy {row.greedy_equal}/{row.greedy_total} equal"
+                f"{what}: logits off eager by {row.logit_error:.2e} (decode path {row.decode_logit_error:.2e}) "
+                "of their range (tolerance "
+                f"{row.tolerance:.1e}, {MARGIN:g}x the export's own {row.quantisation_error:.1e}), greedy "
+                f"{row.greedy_equal}/{row.greedy_total} equal"
             )
     return out
 
@@ -323,8 +392,13 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
             exports, skipped = export_all(model, cfg, folder / "llm")
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
+            quant_errors = {
+                (runtime, dtype): quantisation_error(model, prompt, reference[0], runtime, dtype)
+                for runtime, dtype in exports
+            }
         watch = Watch.start(config.edge)
-        rows = _measure(cfg, exports, prompt, reference, context, watch)
+        ref = Reference(reference[0], reference[1], quant_errors)
+        rows = _measure(cfg, exports, prompt, ref, context, watch)
         for row in rows:
             if row.ok:
                 _record(bench, row)
@@ -343,7 +417,12 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         png = _write(folder, outcome, config.edge.plot)
         outcome = LlmOutcome(**{**outcome.__dict__, "png": png})
         bench.summary.update(
-            {"rows": [asdict(r) for r in rows], "skipped": skipped, "failures": failures, "tolerance": TOLERANCE}
+            {
+                "rows": [asdict(r) for r in rows],
+                "skipped": skipped,
+                "failures": failures,
+                "tolerance": {f"{r.runtime} {r.dtype}": r.tolerance for r in rows},
+            }
         )
         if failures:
             bench.finish(error="wrong or failed runtimes: " + "; ".join(failures))

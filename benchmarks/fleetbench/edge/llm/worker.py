@@ -1,15 +1,21 @@
 """One runtime, one dtype, one load mode, measured in a process of its own, so that its peak RSS and load
 time are its own: `python -m fleetbench.edge.llm.worker SPEC.json OUT.json`.
 
-Order: load (timed; RSS before and after), warm-up (one pp and one tg, untimed), tries of pp, time to
-first token and tg until the coefficient of variation of both pp and tg is below the target (at
-least min_tries, at most max_tries), peak RSS, then the agreement pass (logits of the prompt and
-greedy tokens), which loads what it needs after the peak was read.
+Order: the runtime's imports (RSS before and after: the interpreter's and the imports' share, torch's
+among them where ExecuTorch's bindings import it), a cold load (the model's files dropped from the
+page cache first with posix_fadvise(DONTNEED); timed), the session closed, a warm load (timed; RSS
+after it), warm-up (one pp and one tg, untimed), tries of pp, time to first token and tg until the
+coefficient of variation of both pp and tg is below the target (at least min_tries, at most
+max_tries), peak RSS, then the agreement pass (logits of the prompt, the timed decode path's logits
+over the prompt's last tokens, greedy tokens), which loads what it needs after the peak was read.
+The model's own memory is the RSS after the load minus the RSS after the imports (`rss_model_bytes`,
+`peak_rss_model_bytes`): the runtimes' figures side by side without the interpreter's or torch's share.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import resource
 import sys
 import time
@@ -30,6 +36,30 @@ def _peak_rss() -> int:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) * 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+
+
+def drop_from_page_cache(path: Path) -> bool:
+    """Ask the kernel to drop `path`'s pages (every file under it, for a folder) from the page cache:
+    posix_fadvise(DONTNEED), which needs no root; pages another process maps stay. False where the
+    platform has no posix_fadvise (macOS): the cold load is then not cold, and the record says so."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    for file in [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()):
+        fd = os.open(file, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # written pages are dirty until flushed, and DONTNEED keeps dirty pages
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return True
+
+
+# How each runtime's load is to be read: MLX maps and loads lazily; its loader forces every array at once.
+LOAD_KIND = {
+    "llama.cpp": "eager",
+    "executorch": "eager",
+    "mlx": "lazy (mx.load maps the file; load_mlx forces every array with mx.eval)",
+}
 
 
 def _cv(values: list[float]) -> float:
@@ -55,6 +85,17 @@ def _try(session: Any, prompt: list[int], gen: int) -> tuple[float, float, float
     return prefilled - start, first - start, decoding
 
 
+def decode_logits(session: Any, prompt: list[int], count: int) -> np.ndarray:
+    """The timed path's logits at the prompt's last `count` + 1 positions: prefill of all but the last
+    `count` tokens, then those tokens decoded one at a time through the key/value cache, exactly as the
+    tg tries run. Rows line up with the eager logits of positions len(prompt) - count - 1 .. end."""
+    count = max(0, min(count, len(prompt) - 1))
+    head = len(prompt) - count
+    rows = [session.prefill(prompt[:head])]
+    rows += [session.decode(token) for token in prompt[head:]]
+    return np.stack(rows).astype(np.float32)
+
+
 def _greedy(session: Any, prompt: list[int], count: int) -> list[int]:
     tokens = [int(np.argmax(session.prefill(prompt)))]
     while len(tokens) < count:
@@ -66,16 +107,26 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     """Everything one (runtime, dtype, mmap) measured; see the module docstring."""
     from fleetbench.edge.llm.runtimes import open_session, prepare
 
+    process = psutil.Process()
+    rss_interpreter = process.memory_info().rss
     prepare(spec["runtime"])  # imports outside the timed load
     prompt: list[int] = spec["prompt"]
     gen = int(spec["gen_tokens"])
-    process = psutil.Process()
+    path = Path(spec["path"])
     rss_before = process.memory_info().rss
-    start = time.perf_counter()
-    session = open_session(
-        spec["runtime"], Path(spec["path"]), bool(spec["mmap"]), int(spec["threads"]), spec["context"], len(prompt)
-    )
-    load_s = time.perf_counter() - start
+
+    def load() -> tuple[Any, float]:
+        start = time.perf_counter()
+        opened = open_session(
+            spec["runtime"], path, bool(spec["mmap"]), int(spec["threads"]), spec["context"], len(prompt)
+        )
+        return opened, time.perf_counter() - start
+
+    dropped = drop_from_page_cache(path)
+    session, cold_load_s = load()
+    session.close()
+    del session
+    session, load_s = load()
     rss_loaded = process.memory_info().rss
     _try(session, prompt, min(gen, 4))  # warm-up: first-call allocations, MLX's graph caches
     pp: list[float] = []
@@ -90,13 +141,22 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             break
     peak_rss = _peak_rss()
     logits = session.logits(prompt)
+    decoded = decode_logits(session, prompt, int(spec["decode_check_tokens"]))
     greedy = _greedy(session, prompt, int(spec["agree_tokens"]))
     session.close()
     np.save(spec["logits_out"], logits.astype(np.float32))
+    np.save(spec["decode_logits_out"], decoded)
     return {
         "load_s": load_s,
+        "cold_load_s": cold_load_s,
+        "cold_load_page_cache_dropped": dropped,
+        "load_kind": LOAD_KIND[spec["runtime"]],
+        "rss_interpreter_bytes": rss_interpreter,
+        "rss_imports_bytes": rss_before - rss_interpreter,
         "rss_after_load_bytes": rss_loaded,
         "rss_load_delta_bytes": rss_loaded - rss_before,
+        "rss_model_bytes": rss_loaded - rss_before,
+        "peak_rss_model_bytes": peak_rss - rss_before,
         "peak_rss_bytes": peak_rss,
         "pp_tokens_per_s": pp,
         "tg_tokens_per_s": tg,

@@ -1,0 +1,61 @@
+"""Agreement tolerances derived from each export's own rounding of the very same weights.
+
+A fixed tolerance per dtype hides export bugs: q8_0's 5e-2 was four times q8_0's own error on the
+model, wide enough for a dequantisation scale doubled on a whole attention matrix. Here eager
+PyTorch runs once more with the weights exactly as the export stores them (f16 casts; q8_0 quantised
+and dequantised by the `gguf` package, llama.cpp's own reference code; norms kept as each export keeps
+them), and its logits' distance from the float32 reference is that dtype's own error on this model
+and prompt. A runtime may add rounding of its own (activations in f16 or quantised to q8 for the
+matrix products), so the tolerance is MARGIN times that error, never under the float32 one.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+F32_TOLERANCE = 1e-4  # float32 export: only the order of float operations differs
+MARGIN = 2.0
+
+
+def stored(array: np.ndarray, runtime: str, dtype: str) -> np.ndarray:
+    """`array` as `runtime`'s export stores it at `dtype`, back in float32."""
+    array = array.astype(np.float32)
+    if dtype == "f32":
+        return array
+    if runtime == "llama.cpp":
+        if array.ndim == 1:  # the GGUF export keeps norms in f32, as llama.cpp's converter does
+            return array
+        if dtype == "q8_0":
+            import gguf
+
+            kind = gguf.GGMLQuantizationType.Q8_0
+            restored: np.ndarray = gguf.quants.dequantize(gguf.quants.quantize(array, kind), kind)
+            return restored.reshape(array.shape).astype(np.float32)
+    return array.astype(np.float16).astype(np.float32)  # f16: GGUF matrices, and every MLX array
+
+
+def logit_error(logits: np.ndarray, reference: np.ndarray) -> float:
+    """Largest |logit - reference| over the largest |reference|: the agreement's measure."""
+    return float(np.abs(logits - reference).max() / np.abs(reference).max())
+
+
+def quantisation_error(model: Any, prompt: list[int], reference: np.ndarray, runtime: str, dtype: str) -> float:
+    """The logit error of eager PyTorch running `model` with its weights as `runtime` stores them at `dtype`."""
+    import torch
+
+    if dtype == "f32":
+        return 0.0
+    rounded = copy.deepcopy(model)
+    with torch.no_grad():
+        for tensor in rounded.state_dict().values():
+            tensor.copy_(torch.from_numpy(stored(tensor.detach().float().cpu().numpy(), runtime, dtype)))
+        logits = rounded(torch.tensor([prompt]))[0].float().numpy()
+    return logit_error(logits, reference)
+
+
+def tolerance(quant_error: float) -> float:
+    """The agreement tolerance of an export whose own rounding moves the logits by `quant_error`."""
+    return max(F32_TOLERANCE, MARGIN * quant_error)
