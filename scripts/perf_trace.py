@@ -29,7 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.profile.trace_summary import summarize_trace
+from fleetbench.profile.trace.summary import summarize_trace
 
 # The third-party traces come from the tests' data helper ($FLEETBENCH_TEST_DATA): one place says where.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from fleetbench.profile.trace.breakdown import length, merge
-from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
+from fleetbench.profile.trace.summary import TraceSummary, summarize_trace
 from testdata import OWN_DATA_DIR, get_test_data_dir
 
 hta_trace_analysis = pytest.importorskip(

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from fleetbench.errors import UserError
 from fleetbench.fsutil import readable_file
+from fleetbench.profile.trace.comm import COLLECTIVE_ARGS, is_host_collective
 
 US = 1e-6  # Chrome trace timestamps and durations are microseconds
 DEVICE_CATEGORIES = {
@@ -39,9 +42,6 @@ SYNC_CATEGORIES = {"cuda_sync"}  # host waits the CUPTI records on the device's 
 ANNOTATION_CATEGORIES = {"user_annotation"}
 HOST_CATEGORIES = CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
 STEP_PATTERN = re.compile(r"ProfilerStep\s*#\s*(\d{1,18})")
-# The CPU side of a collective: gloo's and NCCL's record functions, c10d's ops (their wait
-# included), the functional collectives, and the profiler's wrapper of all of them.
-COLLECTIVE_PATTERN = re.compile(r"^(gloo:|nccl:|c10d::|_?c10d_functional::|record_param_comms)")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)", re.IGNORECASE)
 TRACE_SUFFIXES = (".json", ".json.gz")
 PROFILE_TRACE_NAMES = {"trace.json", "trace.json.gz"}  # what `fleetbench profile` writes
@@ -54,9 +54,14 @@ TRACE_ACCEPTED = "pass a PyTorch profiler Chrome trace (.json or .json.gz)"
 MAX_RANK = 1 << 20  # a distributedInfo.rank beyond this (or below 0) is damage, not a rank
 
 
-def is_collective(name: str) -> bool:
-    """Whether a CPU op or annotation of this name is (the host side of) a collective."""
-    return COLLECTIVE_PATTERN.match(name) is not None
+def _decode(raw: bytes) -> Any:
+    """JSON text as Python objects: msgspec's decoder (about 1.7x the standard library's on traces),
+    the standard library's where msgspec refuses what it accepts (NaN and Infinity literals, which
+    some traces carry and whose events are then counted as left out, not the whole trace refused)."""
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return json.loads(raw)
 
 
 def load_trace(path: Path) -> dict[str, Any]:
@@ -66,13 +71,12 @@ def load_trace(path: Path) -> dict[str, Any]:
     """
     readable_file(path, "trace", TRACE_ACCEPTED)
     try:
+        raw = path.read_bytes()
         if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                data = json.load(handle)
-        else:
-            with path.open(encoding="utf-8") as handle:
-                data = json.load(handle)
-    # ValueError: also an integer of more digits than Python converts (4300), which json raises as such
+            raw = gzip.decompress(raw)
+        data = _decode(raw)
+    # ValueError: also an integer of more digits than Python converts (4300), which json raises as such;
+    # UnicodeDecodeError (a ValueError) for bytes that are no UTF-8
     except (OSError, EOFError, zlib.error, ValueError) as exc:
         raise UserError(
             f"trace {path} is not a readable Chrome trace JSON ({exc}); "
@@ -128,6 +132,7 @@ class DeviceEvent:
     name: str
     launch: float | None  # start of the runtime call that launched it; None: not in the trace
     launch_dur: float  # duration of that call (0 without one)
+    collective_args: bool = False  # its args carry record_param_comms' collective fields
 
 
 @dataclass(slots=True)
@@ -138,6 +143,7 @@ class HostOp:
     end: float
     thread: tuple[str, str]  # (pid, tid)
     name: str
+    collective: bool = False  # the host side of a collective (`comm.is_host_collective`)
 
 
 @dataclass
@@ -186,6 +192,10 @@ class TraceEvents:
     complete: int = 0  # complete (`ph: X`) events in the file, used or not
     dropped: Dropped = field(default_factory=Dropped)
     text_times: int = 0  # complete events whose times were written as text (read as numbers)
+    # Every time above is relative to this (µs, the trace's clock): the whole µs of its first complete
+    # event. Epoch µs near 1.7e15 sit on a 0.25 µs float grid; a duration added there loses its
+    # fraction, a duration added to a time relative to the origin keeps it.
+    origin_us: float | None = None
 
     def dropped_note(self) -> str:
         """One line on the events left out for their times, or "" when none was."""
@@ -278,7 +288,11 @@ def _times(event: Any, out: TraceEvents) -> tuple[float, float] | None:
     if not _usable(start, dur):
         _drop(event, out)
         return None
+    origin = out.origin_us
+    if origin is None:
+        origin = out.origin_us = math.floor(start)
     # ints stay ints: whole-µs traces keep exact arithmetic, and it is quicker
+    start = start - origin  # exact: both lie on the same float grid, and the difference is smaller
     return start, start + dur
 
 
@@ -325,7 +339,7 @@ class _HostFiler:
 
     def __init__(self, out: TraceEvents) -> None:
         self.out = out
-        self.kinds: dict[tuple[str, str], str] = {}  # (category, name) -> step, op or skip
+        self.kinds: dict[tuple[str, str], str] = {}  # (category, name) -> step, op, collective or skip
         self.threads: dict[tuple[str | int | None, str | int | None], tuple[str, str]] = {}
 
     def file(self, event: dict[str, Any], category: str, times: tuple[float, float]) -> None:
@@ -333,12 +347,16 @@ class _HostFiler:
         kind = self.kinds.get((category, name))
         if kind is None:
             kind = self.kinds[(category, name)] = self._kind(category, name)
-        if kind == "op":
+        if kind == "skip" or kind == "op":
+            args = event.get("args")  # record_param_comms' fields mark a collective whatever its name
+            if isinstance(args, dict) and any(key in args for key in COLLECTIVE_ARGS):
+                kind = "collective"
+        if kind == "op" or kind == "collective":
             key = (_id(event.get("pid")), _id(event.get("tid")))
             thread = self.threads.get(key)
             if thread is None:
                 thread = self.threads[key] = (str(key[0]), str(key[1]))
-            self.out.cpu_ops.append(HostOp(times[0], times[1], thread, name))
+            self.out.cpu_ops.append(HostOp(times[0], times[1], thread, name, kind == "collective"))
         elif kind == "step":
             step = STEP_PATTERN.fullmatch(name)
             assert step is not None
@@ -348,7 +366,9 @@ class _HostFiler:
     def _kind(category: str, name: str) -> str:
         if STEP_PATTERN.fullmatch(name) is not None:
             return "step"
-        return "op" if category in CPU_OP_CATEGORIES or is_collective(name) else "skip"
+        if is_host_collective(name):
+            return "collective"
+        return "op" if category in CPU_OP_CATEGORIES else "skip"
 
 
 def read_events(path: Path) -> TraceEvents:
@@ -392,6 +412,7 @@ def read_events(path: Path) -> TraceEvents:
                 name=str(event.get("name", "")),
                 launch=None if launch is None else launch[0],
                 launch_dur=0.0 if launch is None else launch[1],
+                collective_args=any(key in args for key in COLLECTIVE_ARGS),
             )
         )
     _refuse_what_is_no_trace(data["traceEvents"], out)
