@@ -64,16 +64,69 @@ def _decode(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+class _FastArgs(msgspec.Struct):
+    """The args the summary reads; the rest of each event's args are skipped while decoding."""
+
+    correlation: int | str | None = None
+    device: int | str | None = None
+    stream: int | str | None = None
+    collective_name: Any = msgspec.field(default=msgspec.UNSET, name=COLLECTIVE_ARGS[0])
+    in_nelems: Any = msgspec.field(default=msgspec.UNSET, name=COLLECTIVE_ARGS[1])
+    out_nelems: Any = msgspec.field(default=msgspec.UNSET, name=COLLECTIVE_ARGS[2])
+
+    @property
+    def collective(self) -> bool:
+        """Whether record_param_comms' collective fields are there."""
+        unset = msgspec.UNSET
+        return self.collective_name is not unset or self.in_nelems is not unset or self.out_nelems is not unset
+
+
+class _FastEvent(msgspec.Struct):
+    """One event as well-formed torch.profiler traces write it: any other shape fails the typed decode."""
+
+    ph: str
+    name: str
+    cat: str = ""
+    ts: int | float | None = None
+    dur: int | float = 0
+    pid: int | str | None = None
+    tid: int | str | None = None
+    args: _FastArgs | None = None
+
+
+class _FastTrace(msgspec.Struct):
+    traceEvents: list[_FastEvent]
+    distributedInfo: Any = None
+    deviceProperties: Any = None
+
+
+_FAST_DECODER = msgspec.json.Decoder(_FastTrace | list[_FastEvent])
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The trace's JSON text (gunzipped); UserError when the file cannot be read."""
+    readable_file(path, "trace", TRACE_ACCEPTED)
+    try:
+        raw = path.read_bytes()
+        return gzip.decompress(raw) if path.suffix == ".gz" else raw
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UserError(
+            f"trace {path} is not a readable Chrome trace JSON ({exc}); "
+            "expected the .json or .json.gz that torch.profiler exports"
+        ) from None
+
+
 def load_trace(path: Path) -> dict[str, Any]:
     """The trace's JSON object (a bare event array is wrapped as `traceEvents`).
 
     Raises UserError when the file is missing, unreadable or not a Chrome trace.
     """
-    readable_file(path, "trace", TRACE_ACCEPTED)
+    return _parse(_read_bytes(path), path)
+
+
+def _parse(raw: bytes, path: Path) -> dict[str, Any]:
+    """`load_trace` of text already read."""
     try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
         data = _decode(raw)
     # ValueError: also an integer of more digits than Python converts (4300), which json raises as such;
     # UnicodeDecodeError (a ValueError) for bytes that are no UTF-8
@@ -343,24 +396,38 @@ class _HostFiler:
         self.threads: dict[tuple[str | int | None, str | int | None], tuple[str, str]] = {}
 
     def file(self, event: dict[str, Any], category: str, times: tuple[float, float]) -> None:
-        name = str(event.get("name", ""))
+        args = event.get("args")
+        collective = isinstance(args, dict) and any(key in args for key in COLLECTIVE_ARGS)
+        pid, tid = _id(event.get("pid")), _id(event.get("tid"))
+        self.file_op(str(event.get("name", "")), category, pid, tid, collective, *times)
+
+    def file_op(  # noqa: PLR0913 - one event's fields, on the hot path of reading a trace
+        self,
+        name: str,
+        category: str,
+        pid: str | int | None,
+        tid: str | int | None,
+        collective_args: bool,
+        start: float,
+        end: float,
+    ) -> None:
+        """File one host event; `collective_args`: its args carry record_param_comms' fields, which
+        mark a collective whatever its name."""
         kind = self.kinds.get((category, name))
         if kind is None:
             kind = self.kinds[(category, name)] = self._kind(category, name)
-        if kind == "skip" or kind == "op":
-            args = event.get("args")  # record_param_comms' fields mark a collective whatever its name
-            if isinstance(args, dict) and any(key in args for key in COLLECTIVE_ARGS):
-                kind = "collective"
+        if collective_args and (kind == "skip" or kind == "op"):
+            kind = "collective"
         if kind == "op" or kind == "collective":
-            key = (_id(event.get("pid")), _id(event.get("tid")))
+            key = (pid, tid)
             thread = self.threads.get(key)
             if thread is None:
-                thread = self.threads[key] = (str(key[0]), str(key[1]))
-            self.out.cpu_ops.append(HostOp(times[0], times[1], thread, name, kind == "collective"))
+                thread = self.threads[key] = (str(pid), str(tid))
+            self.out.cpu_ops.append(HostOp(start, end, thread, name, kind == "collective"))
         elif kind == "step":
             step = STEP_PATTERN.fullmatch(name)
             assert step is not None
-            self.out.steps.append(Step(name, int(step.group(1)), *times))
+            self.out.steps.append(Step(name, int(step.group(1)), start, end))
 
     @staticmethod
     def _kind(category: str, name: str) -> str:
@@ -372,8 +439,92 @@ class _HostFiler:
 
 
 def read_events(path: Path) -> TraceEvents:
-    """Read one trace and sort its complete (`ph: X`) events; UserError when it is not a trace."""
-    data = load_trace(path)
+    """Read one trace and sort its complete (`ph: X`) events; UserError when it is not a trace.
+
+    A trace whose every event has the shape torch.profiler writes (typed numbers, string names, args
+    an object) takes the typed decode, about 3x quicker; any other is read as plain JSON, event by
+    event, with every check of the slow path.
+    """
+    raw = _read_bytes(path)
+    try:
+        fast = _FAST_DECODER.decode(raw)
+    except (msgspec.MsgspecError, ValueError):  # ValueError: bytes that are no UTF-8, among others
+        return _read_plain(_parse(raw, path), path)
+    if isinstance(fast, list):
+        fast = _FastTrace(fast)
+    return _read_fast(fast, path)
+
+
+def _read_fast(data: _FastTrace, path: Path) -> TraceEvents:
+    """`read_events` of a well-formed trace: the same filing as `_read_plain`, on typed events."""
+    props = data.deviceProperties
+    names = [str(p.get("name")) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
+    out = TraceEvents(path=path, rank=_rank({"distributedInfo": data.distributedInfo}, path), device_names=names)
+    host = _HostFiler(out)
+    launches: dict[Any, tuple[float, float]] = {}
+    device_raw: list[tuple[_FastEvent, str, float, float]] = []
+    lower: dict[str, str] = {}
+    origin: float | None = None
+    for event in data.traceEvents:
+        if event.ph != "X":
+            continue
+        out.complete += 1
+        start, dur = event.ts, event.dur
+        if start is None or not _usable(start, dur):
+            _drop({"name": event.name, "ts": start, "dur": dur}, out)
+            continue
+        if origin is None:
+            origin = out.origin_us = math.floor(start)
+        start = start - origin
+        category = lower.get(event.cat) or lower.setdefault(event.cat, event.cat.lower())
+        if category in DEVICE_CATEGORIES:
+            device_raw.append((event, category, start, start + dur))
+        elif category in RUNTIME_CATEGORIES:
+            args = event.args
+            correlation = None if args is None else args.correlation
+            call = (start, dur)
+            if correlation is not None and call <= launches.get(correlation, call):
+                launches[correlation] = call  # the earliest call of a correlation id launched it
+        elif category in SYNC_CATEGORIES:
+            out.syncs += 1
+        elif category in HOST_CATEGORIES:
+            args = event.args
+            host.file_op(
+                event.name, category, event.pid, event.tid, args is not None and args.collective, start, start + dur
+            )
+    out.steps.sort(key=lambda s: s.start)
+    out.device = [_fast_device(*raw, launches) for raw in device_raw]
+    # every event has ph and name here: what the refusal needs of the rest is their ph, when none was complete
+    shapes = [{"ph": e.ph, "name": e.name} for e in (data.traceEvents if not out.complete else data.traceEvents[:1])]
+    _refuse_what_is_no_trace(shapes, out)
+    return out
+
+
+_NO_ARGS = _FastArgs()
+
+
+def _fast_device(
+    event: _FastEvent, category: str, start: float, end: float, launches: dict[Any, tuple[float, float]]
+) -> DeviceEvent:
+    """A typed device event, with the runtime call that launched it where the trace has that."""
+    args = event.args or _NO_ARGS
+    launch = launches.get(args.correlation)
+    device = args.device if args.device is not None else (event.pid if event.pid is not None else "?")
+    return DeviceEvent(
+        start=start,
+        end=end,
+        device=str(device),
+        stream=str(event.tid if args.stream is None else args.stream),
+        category=DEVICE_CATEGORIES[category],
+        name=event.name,
+        launch=None if launch is None else launch[0],
+        launch_dur=0.0 if launch is None else launch[1],
+        collective_args=args.collective,
+    )
+
+
+def _read_plain(data: dict[str, Any], path: Path) -> TraceEvents:
+    """`read_events` of a trace read as plain JSON objects."""
     props = data.get("deviceProperties")
     names = [str(p.get("name")) for p in props if isinstance(p, dict)] if isinstance(props, list) else []
     out = TraceEvents(path=path, rank=_rank(data, path), device_names=names)
