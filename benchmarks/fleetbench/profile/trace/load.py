@@ -40,6 +40,7 @@ RUNTIME_CATEGORIES = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 CPU_OP_CATEGORIES = {"cpu_op", "operator"}
 SYNC_CATEGORIES = {"cuda_sync"}  # host waits the CUPTI records on the device's timeline
 ANNOTATION_CATEGORIES = {"user_annotation"}
+GPU_ANNOTATION_CATEGORIES = {"gpu_user_annotation"}
 HOST_CATEGORIES = CPU_OP_CATEGORIES | ANNOTATION_CATEGORIES
 STEP_PATTERN = re.compile(r"ProfilerStep\s*#\s*(\d{1,18})")
 RANK_IN_NAME = re.compile(r"(?:^|[^a-z0-9])rank[-_]?(\d+)", re.IGNORECASE)
@@ -249,6 +250,8 @@ class TraceEvents:
     # event. Epoch µs near 1.7e15 sit on a 0.25 µs float grid; a duration added there loses its
     # fraction, a duration added to a time relative to the origin keeps it.
     origin_us: float | None = None
+    host_streams: int = 0  # host events (not kernels, copies or syncs) that carry a stream id, which HTA counts
+    gpu_steps: int = 0  # ProfilerStep annotations on the device's timeline, which HTA may cut steps by
 
     def dropped_note(self) -> str:
         """One line on the events left out for their times, or "" when none was."""
@@ -455,6 +458,22 @@ def read_events(path: Path) -> TraceEvents:
     return _read_fast(fast, path)
 
 
+def _record_launch(launches: dict[Any, tuple[float, float]], correlation: Any, start: float, dur: float) -> None:
+    """Keep a runtime call as the launch of its correlation id: the earliest call of an id launched it."""
+    call = (start, dur)
+    if correlation is not None and call <= launches.get(correlation, call):
+        launches[correlation] = call
+
+
+def _note_host_event(out: TraceEvents, category: str, name: str, has_stream: bool) -> None:
+    """Count what HTA reads differently: a host event with a stream id (HTA takes it for GPU work) and a
+    ProfilerStep on the device's timeline (HTA may cut its steps by it)."""
+    if has_stream and category not in SYNC_CATEGORIES and category not in GPU_ANNOTATION_CATEGORIES:
+        out.host_streams += 1
+    elif category in GPU_ANNOTATION_CATEGORIES and STEP_PATTERN.fullmatch(name) is not None:
+        out.gpu_steps += 1
+
+
 def _read_fast(data: _FastTrace, path: Path) -> TraceEvents:
     """`read_events` of a well-formed trace: the same filing as `_read_plain`, on typed events."""
     props = data.deviceProperties
@@ -477,14 +496,12 @@ def _read_fast(data: _FastTrace, path: Path) -> TraceEvents:
             origin = out.origin_us = math.floor(start)
         start = start - origin
         category = lower.get(event.cat) or lower.setdefault(event.cat, event.cat.lower())
+        if category not in DEVICE_CATEGORIES:
+            _note_host_event(out, category, event.name, event.args is not None and event.args.stream is not None)
         if category in DEVICE_CATEGORIES:
             device_raw.append((event, category, start, start + dur))
         elif category in RUNTIME_CATEGORIES:
-            args = event.args
-            correlation = None if args is None else args.correlation
-            call = (start, dur)
-            if correlation is not None and call <= launches.get(correlation, call):
-                launches[correlation] = call  # the earliest call of a correlation id launched it
+            _record_launch(launches, (event.args or _NO_ARGS).correlation, start, dur)
         elif category in SYNC_CATEGORIES:
             out.syncs += 1
         elif category in HOST_CATEGORIES:
@@ -538,13 +555,12 @@ def _read_plain(data: dict[str, Any], path: Path) -> TraceEvents:
             continue
         raw = _id(event.get("cat", ""))
         category = lower.get(raw) or lower.setdefault(raw, str(raw).lower())
+        if category not in DEVICE_CATEGORIES:
+            _note_host_event(out, category, str(event.get("name", "")), "stream" in _args(event))
         if category in DEVICE_CATEGORIES:
             device_raw.append((event, category, *times))
         elif category in RUNTIME_CATEGORIES:
-            correlation = _id(_args(event).get("correlation"))
-            call = (times[0], times[1] - times[0])
-            if correlation is not None and call <= launches.get(correlation, call):
-                launches[correlation] = call  # the earliest call of a correlation id launched it
+            _record_launch(launches, _id(_args(event).get("correlation")), times[0], times[1] - times[0])
         elif category in SYNC_CATEGORIES:
             out.syncs += 1
         elif category in HOST_CATEGORIES:

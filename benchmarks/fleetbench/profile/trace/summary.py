@@ -288,6 +288,16 @@ def _hta_differences(
             f"kernels counted as communication by what they do, which HTA (only names matching ^nccl.*Kernel) "
             f"counts as computation: {named}; `--comm hta` applies HTA's rule"
         )
+    if events.host_streams:
+        out.append(
+            f"{events.host_streams} host events carry a stream id (e.g. Triton/Inductor launch records): HTA takes "
+            "every event with a stream for GPU work, so its busy time and span include them; device events only here"
+        )
+    if events.gpu_steps:
+        out.append(
+            f"{events.gpu_steps} ProfilerStep annotations on the device's timeline: HTA can cut its step window by "
+            "those instead of the host's ProfilerSteps; here the window is always cut by the host's"
+        )
     fractional = sum(1 for e in device if e.start % 1 or e.end % 1)
     if fractional:
         out.append(
