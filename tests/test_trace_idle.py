@@ -16,6 +16,7 @@ import pytest
 
 from fleetbench.profile.trace.idle import idle_breakdown
 from fleetbench.profile.trace.load import DeviceEvent
+from fleetbench.profile.trace.queue import queue_lengths
 from fleetbench.profile.trace.summary import summarize_trace
 from testdata import get_test_data_dir
 
@@ -140,3 +141,42 @@ def test_idle_grid_is_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "idle time per stream over the window" in out
     assert "| 0 | 0 | 7 | 2 | 40.0 us | 20.0 us (50.0%) | 0.0 us (0.0%) | 20.0 us (50.0%) |" in out  # no launch
+
+
+def test_queue_length_counts_launches_not_yet_started() -> None:
+    events = [
+        event(10, 20, launch=0),  # +1 at 0, -1 at 10
+        event(20, 30, launch=1),  # +1 at 1, -1 at 20
+        event(30, 40, launch=2),  # +1 at 2, -1 at 30
+        event(50, 60, launch=None),  # no launch in the trace: not in the series
+    ]
+    (queue,) = queue_lengths(events)
+    assert [queue.changes, queue.max] == [6, 3]  # 1 2 3 2 1 0
+    assert queue.mean == pytest.approx(1.5) and queue.median == 1.5
+
+
+@pytest.mark.realdata
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.filterwarnings("ignore::FutureWarning")
+def test_queue_length_summary_agrees_with_hta() -> None:
+    hta_trace_analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed")
+    frame = hta_trace_analysis.TraceAnalysis(trace_dir=str(TRACE_FILTER)).get_queue_length_summary(ranks=[0, 1])
+    theirs = {
+        (int(rank), str(int(stream))): (
+            int(row[("queue_length", "count")]),
+            row[("queue_length", "mean")],
+            row[("queue_length", "max")],
+        )
+        for (rank, stream), row in frame.iterrows()
+    }
+    ours = {}
+    for trace in sorted(TRACE_FILTER.glob("*.json.gz")):
+        summary = summarize_trace(trace)
+        for q in summary.queues:
+            ours[(summary.rank, q.stream)] = (q.changes, q.mean, q.max)
+        (step,) = summary.step_launches  # the window's one step
+        assert summary.launch is not None and step.launches == summary.launch.launches
+        assert step.delay_outliers > 0 and step.delay_max_s == summary.launch.delay_max_s
+    assert ours.keys() == theirs.keys()
+    for key, (count, mean, top) in theirs.items():
+        assert ours[key] == (count, pytest.approx(mean), top), key

@@ -122,6 +122,45 @@ def idle_grid(summaries: list[TraceSummary]) -> Grid:
     return grid
 
 
+def queue_grid(summaries: list[TraceSummary]) -> Grid:
+    """HTA's queue-length summary per stream: launches waiting to start (near 0: the device waits for the host)."""
+    grid = Grid(
+        "queue length per stream (HTA: launched, not yet started; its values at each change)",
+        ["rank", "device", "stream", "changes", "mean", "median", "max"],
+        left=3,
+    )
+    for s in summaries:
+        for q in s.queues:
+            grid.rows.append(
+                [str(s.rank), q.device, q.stream, str(q.changes), f"{q.mean:.2f}", f"{q.median:g}", str(q.max)]
+            )
+    return grid
+
+
+def launches_grid(summaries: list[TraceSummary]) -> Grid:
+    """Launch-to-start delay step by step, with HTA's outlier counts."""
+    grid = Grid(
+        "launches per step (delay: launch call to device start; outliers as HTA: delay > 100 us, runtime call > 50 us)",
+        ["rank", "step", "launches", "delay median", "delay p90", "delay max", "delay outliers", "runtime outliers"],
+        left=2,
+    )
+    for s in summaries:
+        for row in s.step_launches:
+            grid.rows.append(
+                [
+                    str(s.rank),
+                    row.step,
+                    str(row.launches),
+                    seconds(row.delay_median_s),
+                    seconds(row.delay_p90_s),
+                    seconds(row.delay_max_s),
+                    str(row.delay_outliers),
+                    str(row.runtime_outliers),
+                ]
+            )
+    return grid
+
+
 def top_grids(summary: TraceSummary) -> list[Grid]:
     """The top kernels (by total time) and top CPU ops (by self time) of one trace."""
     grids = []
@@ -178,7 +217,13 @@ def straggler_line(ranks: RankComparison) -> str:
 
 def report_grids(report: TraceReport) -> list[Grid]:
     """Every grid of the report, in print order (empty ones left out)."""
-    grids = [breakdown_grid(report.summaries), steps_grid(report.summaries), idle_grid(report.summaries)]
+    grids = [
+        breakdown_grid(report.summaries),
+        steps_grid(report.summaries),
+        idle_grid(report.summaries),
+        queue_grid(report.summaries),
+        launches_grid(report.summaries),
+    ]
     if len(report.ranks.rows) > 1:
         grids.append(ranks_grid(report.ranks))
     for summary in report.summaries:

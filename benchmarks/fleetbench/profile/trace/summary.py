@@ -40,6 +40,7 @@ from fleetbench.profile.trace.breakdown import (
 from fleetbench.profile.trace.comm import CommRules
 from fleetbench.profile.trace.idle import StreamIdle, idle_breakdown
 from fleetbench.profile.trace.load import US, DeviceEvent, HostOp, TraceEvents, load_trace, read_events
+from fleetbench.profile.trace.queue import StepLaunches, StreamQueue, queue_lengths, step_launches
 from fleetbench.profile.trace.windows import Window, choose_window, step_of
 
 __all__ = [
@@ -159,6 +160,8 @@ class TraceSummary:
     top_ops: list[NameStat] = field(default_factory=list)
     launch: LaunchStats | None = None
     idle_streams: list[StreamIdle] = field(default_factory=list)  # HTA's idle-time breakdown per stream
+    queues: list[StreamQueue] = field(default_factory=list)  # HTA's queue-length summary per stream
+    step_launches: list[StepLaunches] = field(default_factory=list)  # launch delays step by step
     communication: str = ""  # which rules made a kernel communication
     comm_rules: list[CommRuleUse] = field(default_factory=list)
     cpu_threads: list[ThreadBusy] = field(default_factory=list)
@@ -216,6 +219,8 @@ def summarize_events(
         idle = idle_breakdown(device)
         summary.idle_streams = idle.streams
         summary.launch = _launch_stats(device, sum(idle.host_wait_s.values()))
+        summary.queues = queue_lengths(device)
+        summary.step_launches = step_launches(device, chosen)
         summary.comm_rules = _comm_rule_uses(device, rules)
         summary.hta_differences = _hta_differences(events, device, chosen, summary.comm_rules)
     else:
