@@ -2,10 +2,13 @@
 """Perf row of the trace summary (`make perf`): ours against Holistic Trace Analysis, side by side.
 
   1. The largest trace of the test data (HTA's nccl_parser_config/nccl_data.json.gz, 40 573
-     events): HTA's TraceAnalysis load, temporal breakdown and communication-computation overlap
-     against our whole summary of the same file (breakdown, overlap, per-step breakdowns, top
-     kernels and ops, launch gaps), both with the default window. Ratio HTA time / ours, target >= 2.
+     events): HTA's TraceAnalysis load, temporal breakdown, communication-computation overlap and
+     idle-time breakdown against our whole summary of the same file (breakdown, overlap, per-step
+     breakdowns, idle time per stream, top kernels and ops, launch gaps), both with the default
+     window. Ratio HTA time / ours, target >= 3.
   2. The same on HTA's 2-rank NCCL folder (trace_filter), for comparison.
+  3. Peak memory (VmHWM, the resident high-water mark) of one fresh process doing each side's work
+     on the largest trace, imports included: HTA's / ours, target > 1.
 
 The two alternate (A B A B ...) for ROUNDS rounds, so drift on a shared machine hits both; each
 figure is the median of its rounds. Not a test: prints the table and exits 0 (also without HTA
@@ -19,6 +22,7 @@ import logging
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +34,7 @@ import perfkit
 from rich.console import Console
 from rich.table import Table
 
-from fleetbench.profile.trace_summary import summarize_trace
+from fleetbench.profile.trace.summary import summarize_trace
 
 # The third-party traces come from the tests' data helper ($FLEETBENCH_TEST_DATA): one place says where.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -40,7 +44,8 @@ DATA = get_test_data_dir() / "hta"
 LARGEST = DATA / "nccl_parser_config" / "nccl_data.json.gz"
 RANKS = DATA / "trace_filter"
 ROUNDS = perfkit.rounds(full=5, quick=3)
-TARGET = 2.0
+TARGET = 3.0
+MEMORY_TARGET = 1.0
 console = Console()
 
 
@@ -51,6 +56,8 @@ def hta_work(trace_dir: Path) -> Callable[[], None]:
         analysis = TraceAnalysis(trace_dir=str(trace_dir))
         analysis.get_temporal_breakdown(visualize=False)
         analysis.get_comm_comp_overlap(visualize=False)
+        for rank in analysis.t.get_ranks():
+            analysis.get_idle_time_breakdown(ranks=[rank], visualize=False)
 
     return run
 
@@ -61,6 +68,31 @@ def our_work(traces: list[Path]) -> Callable[[], None]:
             summarize_trace(trace)
 
     return run
+
+
+CHILD = """
+import logging, sys, warnings
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+from pathlib import Path
+if sys.argv[1] == "hta":
+    from hta.trace_analysis import TraceAnalysis
+    analysis = TraceAnalysis(trace_dir=sys.argv[2])
+    analysis.get_temporal_breakdown(visualize=False)
+    analysis.get_comm_comp_overlap(visualize=False)
+    analysis.get_idle_time_breakdown(ranks=[0], visualize=False)
+else:
+    from fleetbench.profile.trace.summary import summarize_trace
+    summarize_trace(Path(sys.argv[2]))
+# VmHWM, not ru_maxrss: Linux carries the forking parent's ru_maxrss over into the child
+print(next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:")))
+"""
+
+
+def peak_rss_mib(side: str, target: Path) -> float:
+    """Max RSS (MiB) of a fresh process that does one side's work on `target` (imports included)."""
+    done = subprocess.run([sys.executable, "-c", CHILD, side, str(target)], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip().splitlines()[-1]) / 1024  # kB
 
 
 def timed(fn: Callable[[], None]) -> float:
@@ -143,6 +175,24 @@ def main() -> int:
                 f"HTA {medians['hta']:.3f} s, ours {medians['ours']:.3f} s"
                 + (" [yellow]below target[/]" if is_target and ratio < TARGET else ""),
             )
+        console.print("measuring: peak memory, one process per side ...")
+        hta_mib = statistics.median(peak_rss_mib("hta", single) for _ in range(3))
+        our_mib = statistics.median(peak_rss_mib("ours", LARGEST) for _ in range(3))
+        memory_ratio = hta_mib / our_mib
+        missed |= memory_ratio <= MEMORY_TARGET
+        perfkit.emit(
+            perfkit.judged(
+                f"trace summary: peak memory HTA / ours, {LARGEST.name}",
+                memory_ratio,
+                f">= {MEMORY_TARGET:g}",
+                f"HTA {hta_mib:.0f} MiB, ours {our_mib:.0f} MiB (medians of 3 processes)",
+            )
+        )
+        table.add_row(
+            f"{LARGEST.name} peak memory (VmHWM) HTA / ours (target > {MEMORY_TARGET:.0f})",
+            f"{memory_ratio:.2f}",
+            f"HTA {hta_mib:.0f} MiB, ours {our_mib:.0f} MiB (medians of 3 processes)",
+        )
     console.print(table)
     return 1 if missed and args.strict else 0
 

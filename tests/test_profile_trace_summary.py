@@ -15,7 +15,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from fleetbench.errors import UserError
 from fleetbench.profile.trace.breakdown import subtract
-from fleetbench.profile.trace_summary import summarize_trace
+from fleetbench.profile.trace.summary import summarize_trace
 from testdata import OWN_DATA_DIR, get_test_data_dir
 
 FIXTURES = get_test_data_dir()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from fleetbench.profile.trace.breakdown import length, merge
-from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
+from fleetbench.profile.trace.summary import TraceSummary, summarize_trace
 from testdata import OWN_DATA_DIR, get_test_data_dir
 
 hta_trace_analysis = pytest.importorskip(
@@ -241,3 +241,40 @@ def test_hta_reads_a_cpu_fsdp2_capture_but_has_no_breakdown_for_it() -> None:
     for trace in sorted(FSDP2_CPU.glob("*.json.gz")):
         (cpu,) = summarize_trace(trace).devices
         assert cpu.device == "cpu" and cpu.communication_total_s > 0 and cpu.compute_s > 0
+
+
+@pytest.mark.realdata
+def test_difference_hta_counts_host_events_with_a_stream_id_as_device_work(tmp_path: Path) -> None:
+    """Triton/Inductor launch records are host events that carry a stream id; HTA takes every event with a
+    stream for GPU work. Crafted from rank 0 of the NCCL pair: the longest cpu_op of the window that lies
+    in no kernel gets a stream id. HTA's busy time grows by its length; ours stays, and says why."""
+    original = TRACE_FILTER / "sampled_rank-0.json.gz"
+    data = load(original)
+    events = data["traceEvents"]
+    step = next(e for e in events if e.get("name") == "ProfilerStep#551")
+    device = merge(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    )
+
+    def outside_kernels(e: dict[str, Any]) -> bool:
+        start, end = e["ts"], e["ts"] + e["dur"]
+        return all(end <= lo or start >= hi for lo, hi in device)
+
+    ops = [
+        e
+        for e in events
+        if e.get("cat") == "cpu_op"
+        and step["ts"] <= e["ts"] < step["ts"] + step["dur"]
+        and device[0][0] < e["ts"] < device[-1][1]
+        and outside_kernels(e)
+    ]
+    op = max(ops, key=lambda e: e["dur"])
+    op.setdefault("args", {})["stream"] = 7
+    crafted = write(data, tmp_path / "crafted" / "rank-0.json")
+    ours = summarize_trace(crafted)
+    assert our_figures(ours) == our_figures(summarize_trace(original))
+    assert any("1 host events carry a stream id" in d for d in ours.hta_differences)
+    theirs = hta_figures(crafted.parent)[0]
+    before = hta_figures(folder_of(tmp_path / "original", original))[0]
+    busy = theirs["span"] - theirs["idle"]
+    assert busy == pytest.approx(before["span"] - before["idle"] + op["dur"], abs=1.0)

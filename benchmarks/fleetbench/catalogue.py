@@ -142,7 +142,7 @@ CATALOGUE: dict[str, MetricSpec] = {
               "exposed_communication), as a ratio of that median; set in the straggler rank's record",
               "figure", better="lower"),
         _spec("fleetbench_profile_host_wait_seconds", "gauge", "seconds",
-              "Device idle time while the host had not launched the next kernel yet (HTA host wait)", "gpu", better="lower"),
+              "Device idle time (no stream running) while a stream waited for the host to launch its next kernel (HTA host wait, not summed over streams)", "gpu", better="lower"),
         _spec("fleetbench_profile_op_seconds", "gauge", "seconds",
               "Self time of one operator over the profiled steps (device time on GPU, CPU time on CPU)", "op", better="lower"),
         _spec("fleetbench_profile_op_achieved_flop_per_second", "gauge", "flop_per_second",

@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.fsutil import check_writable_dir
+
+if TYPE_CHECKING:
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.profile.trace.comm import CommRules
 
 FORMATS = ("table", "md", "json")
 
@@ -27,7 +32,7 @@ def _positive(text: str) -> int:
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `trace summarize`."""
     trace = commands.add_parser("trace", help="summarise PyTorch profiler traces: breakdown, overlap, straggler")
-    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="{summarize}")
+    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="{summarize,diff}")
     summarize = sub.add_parser(
         "summarize",
         help="per rank and step: compute/communication/memory/idle, overlap, top kernels and ops, launch gaps; "
@@ -48,6 +53,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="steps (default, as HTA): the ProfilerStep windows without the last step when there are 2 or more; "
         "trace: every event",
     )
+    summarize.add_argument(
+        "--comm",
+        choices=("fleetbench", "hta"),
+        help="which kernels are communication: fleetbench (default; config trace.comm): by what they do, "
+        "NCCL/RCCL, DeepEP, all-to-all, NVSHMEM/multimem, custom all-reduce (docs/trace.md); hta: HTA's rule, "
+        "`nccl` in the name",
+    )
     summarize.add_argument("--format", choices=FORMATS, default="table", help="table (default), md or json")
     summarize.add_argument("--json", action="store_true", help="the same as --format json: strict JSON on stdout")
     summarize.add_argument("--top", type=_positive, default=10, help="kernels and ops listed per rank (default 10)")
@@ -58,6 +70,44 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     summarize.add_argument("--record", action="store_true", help="also write a result record and metrics per rank")
     add_run_options(summarize)
     summarize.set_defaults(handler=handle_summarize)
+    diff = sub.add_parser(
+        "diff",
+        help="kernels and CPU ops added, removed or changed in count and time from trace A to trace B (HTA's TraceDiff)",
+    )
+    for side in ("A", "B"):
+        diff.add_argument(
+            side.lower(),
+            type=Path,
+            metavar=side,
+            help=f"side {side}: a trace (.json or .json.gz), a folder of rank traces, or a run folder with profile/",
+        )
+    diff.add_argument(
+        "--window", choices=("steps", "trace"), default="steps", help="steps (default, as HTA) or trace: every event"
+    )
+    diff.add_argument("--top", type=_positive, default=20, help="rows listed (default 20), largest time change first")
+    diff.add_argument("--format", choices=FORMATS, default="table", help="table (default), md or json")
+    diff.add_argument("--json", action="store_true", help="the same as --format json")
+    diff.set_defaults(handler=handle_diff)
+
+
+def handle_diff(args: argparse.Namespace, console: Console) -> int:
+    """Print what changed from A to B: every changed name in JSON, the `--top` largest in tables."""
+    from fleetbench.cli.views.trace import print_diff
+    from fleetbench.profile.trace.diff import diff_traces
+
+    result = diff_traces(args.a, args.b, args.window)
+    if args.json or args.format == "json":
+        print(result.to_json())
+    else:
+        print_diff(Console(width=None if sys.stdout.isatty() else 160), result, args.format, args.top)
+    return 0
+
+
+def comm_rules(config: FleetbenchConfig) -> CommRules:
+    """The communication rules the config's `trace` section asks for."""
+    from fleetbench.profile.trace.comm import CommRules
+
+    return CommRules(config.trace.comm, config.trace.comm_patterns)
 
 
 def handle_summarize(args: argparse.Namespace, console: Console) -> int:
@@ -66,18 +116,26 @@ def handle_summarize(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.profile.trace.report import build_report
 
     fmt = "json" if args.json else args.format
-    config = config_from_args(args) if args.record else None  # a bad config fails before any output
-    context = run_context(config, console) if config is not None else None
+    config = config_from_args(args, {"trace.comm": (args.comm, "--comm")})  # a bad config fails before any output
+    context = run_context(config, console) if args.record else None
     if context is not None:  # a results folder that cannot be written is refused before the work
         check_writable_dir(context.run_dir, "results dir", "--results-dir")
     report = build_report(
-        list(args.paths), args.window, args.top, args.out_dir, chart=not args.no_chart, one_trace_per_rank=args.record
+        list(args.paths),
+        args.window,
+        args.top,
+        args.out_dir,
+        chart=not args.no_chart,
+        one_trace_per_rank=args.record,
+        rules=comm_rules(config),
     )
     records = []
-    if config is not None and context is not None:
+    if context is not None:
         from fleetbench.profile.trace.record import TraceSettings, record_job
 
-        settings = TraceSettings(paths=[str(p) for p in args.paths], window=args.window, top=args.top)
+        settings = TraceSettings(
+            paths=[str(p) for p in args.paths], window=args.window, top=args.top, comm=config.trace.comm
+        )
         records = record_job(report, settings)(config, context).records
     if fmt == "json":
         print(report.to_json())

@@ -14,6 +14,7 @@ from fleetbench.config.probe import CopyMiB, ProbeConfig, Size
 from fleetbench.config.profile import NcuConfig, ProfileConfig, ProfileThresholds, Ratio
 from fleetbench.config.run import RunConfig, TelemetryConfig, validate_pushgateway_url
 from fleetbench.config.strict import StrictModel
+from fleetbench.config.trace import TraceConfig
 from fleetbench.config.train import TrainConfig
 from fleetbench.runinfo import RUN_ID_PATTERN, RUN_ID_RULE
 
@@ -36,6 +37,7 @@ __all__ = [
     "Size",
     "StrictModel",
     "TelemetryConfig",
+    "TraceConfig",
     "TrainConfig",
     "validate_pushgateway_url",
 ]
@@ -51,3 +53,4 @@ class FleetbenchConfig(StrictModel):
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
     edge: EdgeConfig = Field(default_factory=EdgeConfig)
     compare: CompareConfig = Field(default_factory=CompareConfig)
+    trace: TraceConfig = Field(default_factory=TraceConfig)

@@ -14,7 +14,7 @@ from fleetbench import jsonio
 from fleetbench.catalogue import HEADLINES
 from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.ncu.summary import NcuSummary
-from fleetbench.profile.trace_summary import TraceSummary
+from fleetbench.profile.trace.summary import TraceSummary
 from fleetbench.telemetry.session import BenchmarkRun
 
 

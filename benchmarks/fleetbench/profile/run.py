@@ -23,7 +23,7 @@ from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.export import record_ops, record_peaks, record_trace, write_json
 from fleetbench.profile.peaks import local_peaks
 from fleetbench.profile.roofline.analysis import Roofline, analytical_roofline, op_rows, plot_roofline
-from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
+from fleetbench.profile.trace.summary import TraceSummary, summarize_trace
 from fleetbench.profile.workloads import UserCodeFailed, Workload, resolve_workload
 from fleetbench.telemetry.session import open_run
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # annotations only: a report reader does not load the capture
     from fleetbench.profile.roofline.analysis import Roofline
     from fleetbench.profile.roofline.run import RooflineOutcome
     from fleetbench.profile.run import ProfileOutcome
-    from fleetbench.profile.trace_summary import TraceSummary
+    from fleetbench.profile.trace.summary import TraceSummary
 
 ABSENT = "absent"
 CACHE_RESIDENT = "> DRAM roof (cache-resident)"

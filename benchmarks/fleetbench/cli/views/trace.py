@@ -13,9 +13,10 @@ from rich.table import Table
 
 from fleetbench.cli.views.profile import ABSENT, pct, seconds
 from fleetbench.profile.trace.breakdown import DeviceBreakdown
+from fleetbench.profile.trace.diff import KINDS, TraceDiff
 from fleetbench.profile.trace.ranks import RankComparison
 from fleetbench.profile.trace.report import TraceReport
-from fleetbench.profile.trace_summary import TraceSummary
+from fleetbench.profile.trace.summary import TraceSummary
 
 BREAKDOWN_COLUMNS = ["span", "compute", "communication", "memory", "idle", "comm overlap"]
 
@@ -95,6 +96,71 @@ def ranks_grid(ranks: RankComparison) -> Grid:
     return grid
 
 
+def idle_grid(summaries: list[TraceSummary]) -> Grid:
+    """HTA's idle-time breakdown per stream, inside the window: host wait, kernel wait, other."""
+    grid = Grid(
+        "idle time per stream over the window (HTA's idle-time breakdown: host wait = the next launch came after "
+        "the stream ran dry; kernel wait = shorter gaps than 30 us; other)",
+        ["rank", "device", "stream", "events", "span", "idle", "host wait", "kernel wait", "other"],
+        left=3,
+    )
+    for s in summaries:
+        for st in s.idle_streams:
+            grid.rows.append(
+                [
+                    str(s.rank),
+                    st.device,
+                    st.stream,
+                    str(st.events),
+                    seconds(st.span_s),
+                    time_and_share(st.idle_s, st.span_s),
+                    time_and_share(st.host_wait_s, st.span_s),
+                    time_and_share(st.kernel_wait_s, st.span_s),
+                    time_and_share(st.other_s, st.span_s),
+                ]
+            )
+    return grid
+
+
+def queue_grid(summaries: list[TraceSummary]) -> Grid:
+    """HTA's queue-length summary per stream: launches waiting to start (near 0: the device waits for the host)."""
+    grid = Grid(
+        "queue length per stream (HTA: launched, not yet started; its values at each change)",
+        ["rank", "device", "stream", "changes", "mean", "median", "max"],
+        left=3,
+    )
+    for s in summaries:
+        for q in s.queues:
+            grid.rows.append(
+                [str(s.rank), q.device, q.stream, str(q.changes), f"{q.mean:.2f}", f"{q.median:g}", str(q.max)]
+            )
+    return grid
+
+
+def launches_grid(summaries: list[TraceSummary]) -> Grid:
+    """Launch-to-start delay step by step, with HTA's outlier counts."""
+    grid = Grid(
+        "launches per step (delay: launch call to device start; outliers as HTA: delay > 100 us, runtime call > 50 us)",
+        ["rank", "step", "launches", "delay median", "delay p90", "delay max", "delay outliers", "runtime outliers"],
+        left=2,
+    )
+    for s in summaries:
+        for row in s.step_launches:
+            grid.rows.append(
+                [
+                    str(s.rank),
+                    row.step,
+                    str(row.launches),
+                    seconds(row.delay_median_s),
+                    seconds(row.delay_p90_s),
+                    seconds(row.delay_max_s),
+                    str(row.delay_outliers),
+                    str(row.runtime_outliers),
+                ]
+            )
+    return grid
+
+
 def top_grids(summary: TraceSummary) -> list[Grid]:
     """The top kernels (by total time) and top CPU ops (by self time) of one trace."""
     grids = []
@@ -125,9 +191,13 @@ def trace_lines(summary: TraceSummary) -> list[str]:
         lines.append(
             f"  CPU launch gaps: {launch.launches} launches, launch-to-start delay median "
             f"{seconds(launch.delay_median_s)}, p90 {seconds(launch.delay_p90_s)}, max "
-            f"{seconds(launch.delay_max_s)}; device idle waiting for the host {seconds(launch.host_wait_s)}; "
-            f"{launch.short_kernels} kernels ran shorter than their launch call"
+            f"{seconds(launch.delay_max_s)}; device idle waiting for the host {seconds(launch.host_wait_s)} "
+            f"(no stream running, one waiting for a launch); {launch.short_kernels} kernels ran shorter than "
+            "their launch call"
         )
+    if summary.communication and summary.has_device_events:
+        used = "; ".join(f"{u.rule}: {u.kernels} kernels, {seconds(u.total_s)}" for u in summary.comm_rules)
+        lines.append(f"  {summary.communication}: {used or 'no kernel matched'}")
     for thread in summary.cpu_threads[:2]:
         lines.append(f"  CPU thread {thread.tid}: ops busy {pct(thread.busy_share)} of {seconds(thread.span_s)}")
     lines.extend(f"  differs from HTA: {text}" for text in summary.hta_differences)
@@ -147,7 +217,13 @@ def straggler_line(ranks: RankComparison) -> str:
 
 def report_grids(report: TraceReport) -> list[Grid]:
     """Every grid of the report, in print order (empty ones left out)."""
-    grids = [breakdown_grid(report.summaries), steps_grid(report.summaries)]
+    grids = [
+        breakdown_grid(report.summaries),
+        steps_grid(report.summaries),
+        idle_grid(report.summaries),
+        queue_grid(report.summaries),
+        launches_grid(report.summaries),
+    ]
     if len(report.ranks.rows) > 1:
         grids.append(ranks_grid(report.ranks))
     for summary in report.summaries:
@@ -220,3 +296,60 @@ def recorded_line(report: TraceReport) -> str:
     return f"trace: {len(report.summaries)} rank traces recorded" + (
         f"; straggler rank {straggler.rank} (+{straggler.gap_ratio:.1%} {straggler.metric})" if straggler else ""
     )
+
+
+def diff_grid(result: TraceDiff, top: int) -> Grid:
+    """The `top` rows of a trace diff, largest time change first."""
+    grid = Grid(
+        f"changed from A to B (window {result.window}; the {top} largest time changes of {len(result.rows)})",
+        ["kind", "name", "status", "count A", "count B", "time A", "time B", "delta"],
+        left=3,
+    )
+    for row in result.rows[:top]:
+        sign = "+" if row.delta_s > 0 else ("-" if row.delta_s < 0 else "")
+        grid.rows.append(
+            [
+                row.kind,
+                row.short,
+                row.status,
+                str(row.count_a),
+                str(row.count_b),
+                seconds(row.time_a_s),
+                seconds(row.time_b_s),
+                sign + seconds(abs(row.delta_s)),
+            ]
+        )
+    return grid
+
+
+def diff_lines(result: TraceDiff) -> list[str]:
+    """What each side held, its totals, and how many names did not change."""
+    lines = []
+    for side, name in ((result.a, "A"), (result.b, "B")):
+        first = side.paths[0] + (f" and {len(side.paths) - 1} more" if len(side.paths) > 1 else "")
+        lines.append(f"{name}: {first}; {side.steps} ProfilerSteps in the window")
+    for kind in KINDS:
+        total_a, total_b = result.totals(kind)
+        lines.append(
+            f"{kind}s: total {seconds(total_a)} -> {seconds(total_b)}; "
+            f"{sum(1 for r in result.rows if r.kind == kind)} names changed, {result.unchanged[kind]} unchanged"
+        )
+    return lines
+
+
+def print_diff(console: Console, result: TraceDiff, fmt: str, top: int) -> None:
+    """Print a trace diff as a rich table (`table`) or Markdown (`md`)."""
+    grid = diff_grid(result, top)
+    lines = diff_lines(result)
+    if fmt == "md":
+        text = ["# Trace diff", "", *(f"- {line}" for line in lines), ""]
+        if grid.rows:
+            text.extend([to_markdown(grid), ""])
+        console.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)
+        return
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+    if grid.rows:
+        console.print(to_rich(grid))
+    else:
+        console.print("no kernel or op changed in count or time", markup=False)

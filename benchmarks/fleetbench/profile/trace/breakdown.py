@@ -6,8 +6,10 @@ HTA (hta/analyzers/breakdown_analysis.py, communication_analysis.py, hta/utils/u
   - compute = union of computation intervals, non-compute = busy minus compute;
   - communication-computation overlap = the share of communication time (union of NCCL
     intervals) during which computation runs too.
-Device events are kernels, memcpys and memsets: a name containing `nccl` is communication,
-`Memcpy`/`Memset` (or those categories) memory, anything else computation. HTA's non-compute time
+Device events are kernels, memcpys and memsets: communication by the rules of `trace.comm` (HTA's
+own: a name containing `nccl`; ours by default: every family of collective kernels, DeepEP,
+NVSHMEM/multimem and custom all-reduce included), `Memcpy`/`Memset` (or those categories) memory,
+anything else computation. HTA's non-compute time
 is split here into communication not hidden under compute, then memory not hidden under either, so
 compute + communication + memory + idle = span exactly.
 
@@ -27,15 +29,18 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fleetbench.profile.trace.load import US, DeviceEvent, HostOp, is_collective
+from fleetbench.profile.trace.comm import CommRules
+from fleetbench.profile.trace.load import US, DeviceEvent, HostOp
 
 Interval = tuple[float, float]
 KINDS = ("computation", "communication", "memory")
+HTA_RULES = CommRules("hta")
+DEFAULT_RULES = CommRules()
 
 
-def kernel_type(name: str, category: str) -> str:
-    """HTA's kernel types: communication, memory, computation."""
-    if "nccl" in name.lower():
+def kernel_type(name: str, category: str, rules: CommRules = HTA_RULES, collective_args: bool = False) -> str:
+    """HTA's kernel types, communication, memory, computation; communication by `rules` (HTA's by default)."""
+    if rules.kernel_rule(name, collective_args) is not None:
         return "communication"
     if category in ("memcpy", "memset") or "Memcpy" in name or "Memset" in name:
         return "memory"
@@ -139,12 +144,17 @@ def breakdown(rank: int, device: str, events: int, kinds: dict[str, list[Interva
     )
 
 
-def device_breakdowns(rank: int, events: list[DeviceEvent]) -> list[DeviceBreakdown]:
-    """One breakdown per device the events ran on, sorted by device."""
+def device_breakdowns(rank: int, events: list[DeviceEvent], rules: CommRules = DEFAULT_RULES) -> list[DeviceBreakdown]:
+    """One breakdown per device the events ran on, sorted by device; communication by `rules`."""
     by_device: dict[str, dict[str, list[Interval]]] = defaultdict(lambda: defaultdict(list))
     counts: dict[str, int] = defaultdict(int)
+    types: dict[tuple[str, str, bool], str] = {}
     for e in events:
-        by_device[e.device][kernel_type(e.name, e.category)].append((e.start, e.end))
+        key = (e.name, e.category, e.collective_args)
+        kind = types.get(key)
+        if kind is None:
+            kind = types[key] = kernel_type(e.name, e.category, rules, e.collective_args)
+        by_device[e.device][kind].append((e.start, e.end))
         counts[e.device] += 1
     out = []
     for device in sorted(by_device):
@@ -163,7 +173,7 @@ def cpu_kinds(ops: list[HostOp]) -> dict[str, list[Interval]]:
     """
     threads: dict[tuple[str, str], dict[str, list[Interval]]] = defaultdict(lambda: defaultdict(list))
     for op in ops:
-        kind = "communication" if is_collective(op.name) else "computation"
+        kind = "communication" if op.collective else "computation"
         threads[op.thread][kind].append((op.start, op.end))
     kinds: dict[str, list[Interval]] = {"computation": [], "communication": []}
     for thread in threads.values():

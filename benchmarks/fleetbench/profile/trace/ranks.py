@@ -22,7 +22,7 @@ from typing import Any
 from fleetbench.errors import UserError
 from fleetbench.fsutil import atomic_path
 from fleetbench.profile.trace.breakdown import DeviceBreakdown
-from fleetbench.profile.trace_summary import TraceSummary
+from fleetbench.profile.trace.summary import TraceSummary
 
 CATEGORIES = ("compute", "communication", "memory", "idle")
 COLOURS = {"compute": "#4c72b0", "communication": "#dd8452", "memory": "#55a868", "idle": "#c7c7c7"}

@@ -15,7 +15,7 @@ from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.job import Job, JobResult, RunContext
 from fleetbench.profile.export import record_trace
 from fleetbench.profile.trace.report import TraceReport
-from fleetbench.profile.trace_summary import TraceSummary
+from fleetbench.profile.trace.summary import TraceSummary
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "trace"
@@ -27,6 +27,7 @@ class TraceSettings(BaseModel):
     paths: list[str]
     window: str
     top: int
+    comm: str = "fleetbench"  # which kernels were communication (trace.comm)
 
 
 def _set(run: BenchmarkRun, metric: str, value: float, **labels: str) -> None:

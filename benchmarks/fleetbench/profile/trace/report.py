@@ -9,9 +9,11 @@ from typing import Any
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
+from fleetbench.profile.trace.breakdown import DEFAULT_RULES
+from fleetbench.profile.trace.comm import CommRules
 from fleetbench.profile.trace.load import find_traces
 from fleetbench.profile.trace.ranks import RankComparison, compare_ranks, plot_ranks
-from fleetbench.profile.trace_summary import TraceSummary, summarize_trace
+from fleetbench.profile.trace.summary import TraceSummary, summarize_trace
 
 CHART_NAME = "trace_breakdown.png"
 
@@ -76,20 +78,22 @@ def check_ranks(paths: list[Path], summaries: list[TraceSummary], every: bool = 
             )
 
 
-def build_report(
+def build_report(  # noqa: PLR0913 - one keyword per `trace summarize` flag; the demo stage and train pass the first four positionally
     paths: list[Path],
     window: str,
     top: int,
     out_dir: Path | None,
     chart: bool,
     one_trace_per_rank: bool = False,
+    rules: CommRules = DEFAULT_RULES,
 ) -> TraceReport:
     """Summarise the traces `paths` name (files or folders); UserError on bad input, before any output.
 
     A folder must hold one trace per rank; `one_trace_per_rank` asks the same of all the traces.
+    `rules` say which kernels are communication.
     """
     files = find_traces(paths)
-    summaries = [summarize_trace(path, top=top, window=window) for path in files]
+    summaries = [summarize_trace(path, top=top, window=window, rules=rules) for path in files]
     check_ranks(paths, summaries, every=one_trace_per_rank)
     ranks = compare_ranks(summaries)
     drawn = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 from fleetbench.job import Job, JobResult, RunContext
+from fleetbench.profile.trace.comm import CommRules
 from fleetbench.profile.trace.record import TraceSettings, record_job
 from fleetbench.profile.trace.report import TraceReport, build_report
 
@@ -22,8 +23,9 @@ def run_stage(config: FleetbenchConfig, context: RunContext) -> JobResult[TraceR
     folder = context.folder("profile")
     if not any(folder.glob("rank-*.pt.trace.json*")):
         raise UserError(f"no rank traces under {folder}: the train stage profiled no steps (train.steps too few?)")
-    report = build_report([folder], "steps", STAGE_TOP, None, chart=False)
-    settings = TraceSettings(paths=[str(folder)], window="steps", top=STAGE_TOP)
+    rules = CommRules(config.trace.comm, config.trace.comm_patterns)
+    report = build_report([folder], "steps", STAGE_TOP, None, chart=False, rules=rules)
+    settings = TraceSettings(paths=[str(folder)], window="steps", top=STAGE_TOP, comm=config.trace.comm)
     return record_job(report, settings)(config, context)
 
 

@@ -19,7 +19,6 @@ in the trace (launched before the profiler started), which ran inside the window
 
 from __future__ import annotations
 
-import itertools
 import logging
 import statistics
 from collections import defaultdict
@@ -29,6 +28,8 @@ from typing import Any
 
 from fleetbench.profile.names import label, short_name
 from fleetbench.profile.trace.breakdown import (
+    DEFAULT_RULES,
+    HTA_RULES,
     DeviceBreakdown,
     cpu_breakdown,
     device_breakdowns,
@@ -36,7 +37,10 @@ from fleetbench.profile.trace.breakdown import (
     length,
     merge,
 )
+from fleetbench.profile.trace.comm import CommRules
+from fleetbench.profile.trace.idle import StreamIdle, idle_breakdown
 from fleetbench.profile.trace.load import US, DeviceEvent, HostOp, TraceEvents, load_trace, read_events
+from fleetbench.profile.trace.queue import StepLaunches, StreamQueue, queue_lengths, step_launches
 from fleetbench.profile.trace.windows import Window, choose_window, step_of
 
 __all__ = [
@@ -84,8 +88,20 @@ class LaunchStats:
     delay_median_s: float
     delay_p90_s: float
     delay_max_s: float
-    host_wait_s: float  # device idle while the host had not issued the next launch yet (HTA)
+    host_wait_s: float  # device idle (no stream busy) while a stream waited for the host's launch (`trace.idle`)
     short_kernels: int  # kernels that ran shorter than their launch call
+
+
+@dataclass
+class CommRuleUse:
+    """Kernels one communication rule counted: how many launches, their time, an example name."""
+
+    rule: str
+    kernels: int
+    total_s: float
+    example: str
+    not_hta: int = 0  # of those, kernels HTA's rule leaves out of communication
+    not_hta_s: float = 0.0
 
 
 @dataclass
@@ -143,6 +159,11 @@ class TraceSummary:
     top_kernels: list[NameStat] = field(default_factory=list)
     top_ops: list[NameStat] = field(default_factory=list)
     launch: LaunchStats | None = None
+    idle_streams: list[StreamIdle] = field(default_factory=list)  # HTA's idle-time breakdown per stream
+    queues: list[StreamQueue] = field(default_factory=list)  # HTA's queue-length summary per stream
+    step_launches: list[StepLaunches] = field(default_factory=list)  # launch delays step by step
+    communication: str = ""  # which rules made a kernel communication
+    comm_rules: list[CommRuleUse] = field(default_factory=list)
     cpu_threads: list[ThreadBusy] = field(default_factory=list)
     hta_differences: list[str] = field(default_factory=list)
     left_out: str = ""  # complete events whose times are not times: how many, why, the first of each
@@ -164,15 +185,18 @@ def _add_derived(devices: list[DeviceBreakdown], raws: list[dict[str, Any]]) -> 
         raw["comm_overlap_ratio"] = device.comm_overlap_ratio
 
 
-def summarize_trace(path: Path, top: int = 15, window: str = "steps") -> TraceSummary:
+def summarize_trace(path: Path, top: int = 15, window: str = "steps", rules: CommRules = DEFAULT_RULES) -> TraceSummary:
     """Breakdown per device and per step, the `top` kernels and CPU ops, launch gaps and thread load.
 
-    `window` is `steps` (HTA's default) or `trace`; UserError when `path` is not a readable trace.
+    `window` is `steps` (HTA's default) or `trace`; `rules` say which kernels are communication
+    (`trace.comm`; CommRules("hta") for HTA's); UserError when `path` is not a readable trace.
     """
-    return summarize_events(read_events(path), top, window)
+    return summarize_events(read_events(path), top, window, rules)
 
 
-def summarize_events(events: TraceEvents, top: int = 15, window: str = "steps") -> TraceSummary:
+def summarize_events(
+    events: TraceEvents, top: int = 15, window: str = "steps", rules: CommRules = DEFAULT_RULES
+) -> TraceSummary:
     """`summarize_trace` of a trace already read."""
     chosen = choose_window(events.steps, window)
     device = [e for e in events.device if chosen.holds_device(e)]
@@ -185,25 +209,33 @@ def summarize_events(events: TraceEvents, top: int = 15, window: str = "steps") 
         note="",
         window=WindowInfo.of(chosen),
         left_out=events.dropped_note(),
+        communication=rules.description,
     )
     if summary.left_out:
         log.warning("trace %s: %s", events.path, summary.left_out)
     if device:
-        summary.devices = device_breakdowns(events.rank, device)
+        summary.devices = device_breakdowns(events.rank, device, rules)
         summary.top_kernels = _top_kernels(device, summary.devices, top)
-        summary.launch = _launch_stats(device)
-        summary.hta_differences = _hta_differences(events, device, chosen)
+        idle = idle_breakdown(device)
+        summary.idle_streams = idle.streams
+        summary.launch = _launch_stats(device, sum(idle.host_wait_s.values()))
+        summary.queues = queue_lengths(device)
+        summary.step_launches = step_launches(device, chosen)
+        summary.comm_rules = _comm_rule_uses(device, rules)
+        summary.hta_differences = _hta_differences(events, device, chosen, summary.comm_rules)
     else:
         summary.note = CPU_ONLY_NOTE if ops else "no GPU events and no CPU ops in this trace: nothing to summarise"
         cpu = cpu_breakdown(events.rank, ops)
         summary.devices = [cpu] if cpu is not None else []
-    summary.steps = _step_breakdowns(events.rank, chosen, device, ops)
+    summary.steps = _step_breakdowns(events.rank, chosen, device, ops, rules)
     summary.top_ops = _top_ops(ops, top)
     summary.cpu_threads = _thread_busy(ops)
     return summary
 
 
-def _step_breakdowns(rank: int, window: Window, device: list[DeviceEvent], ops: list[HostOp]) -> list[StepBreakdown]:
+def _step_breakdowns(
+    rank: int, window: Window, device: list[DeviceEvent], ops: list[HostOp], rules: CommRules
+) -> list[StepBreakdown]:
     """Per step of the window, the breakdown of the device events it launched (CPU ops it ran, on CPU)."""
     if not window.steps:
         return []
@@ -223,7 +255,7 @@ def _step_breakdowns(rank: int, window: Window, device: list[DeviceEvent], ops: 
     for step in window.steps:
         row = StepBreakdown(step.name, step.number, (step.end - step.start) * US)
         if device:
-            row.devices = device_breakdowns(rank, by_step_device[step.name])
+            row.devices = device_breakdowns(rank, by_step_device[step.name], rules)
         else:
             cpu = cpu_breakdown(rank, by_step_ops[step.name])
             row.devices = [cpu] if cpu is not None else []
@@ -231,9 +263,46 @@ def _step_breakdowns(rank: int, window: Window, device: list[DeviceEvent], ops: 
     return out
 
 
-def _hta_differences(events: TraceEvents, device: list[DeviceEvent], window: Window) -> list[str]:
+def _comm_rule_uses(device: list[DeviceEvent], rules: CommRules) -> list[CommRuleUse]:
+    """Per communication rule that matched: its kernels' launches and time, largest first."""
+    uses: dict[str, CommRuleUse] = {}
+    for e in device:
+        rule = rules.kernel_rule(e.name, e.collective_args)
+        if rule is None:
+            continue
+        use = uses.get(rule)
+        if use is None:
+            use = uses[rule] = CommRuleUse(rule, 0, 0.0, short_name(e.name))
+        use.kernels += 1
+        use.total_s += (e.end - e.start) * US
+        if HTA_RULES.kernel_rule(e.name) is None:
+            use.not_hta += 1
+            use.not_hta_s += (e.end - e.start) * US
+    return sorted(uses.values(), key=lambda u: u.total_s, reverse=True)
+
+
+def _hta_differences(
+    events: TraceEvents, device: list[DeviceEvent], window: Window, comm: list[CommRuleUse]
+) -> list[str]:
     """Where HTA's figures for this trace would differ from ours, and why."""
     out = []
+    beyond = [use for use in comm if use.not_hta]
+    if beyond:
+        named = ", ".join(f"{u.rule} {u.not_hta} ({u.not_hta_s * 1e3:.3f} ms, e.g. {u.example})" for u in beyond)
+        out.append(
+            f"kernels counted as communication by what they do, which HTA (only names matching ^nccl.*Kernel) "
+            f"counts as computation: {named}; `--comm hta` applies HTA's rule"
+        )
+    if events.host_streams:
+        out.append(
+            f"{events.host_streams} host events carry a stream id (e.g. Triton/Inductor launch records): HTA takes "
+            "every event with a stream for GPU work, so its busy time and span include them; device events only here"
+        )
+    if events.gpu_steps:
+        out.append(
+            f"{events.gpu_steps} ProfilerStep annotations on the device's timeline: HTA can cut its step window by "
+            "those instead of the host's ProfilerSteps; here the window is always cut by the host's"
+        )
     fractional = sum(1 for e in device if e.start % 1 or e.end % 1)
     if fractional:
         out.append(
@@ -270,7 +339,19 @@ def _top_kernels(device: list[DeviceEvent], devices: list[DeviceBreakdown], top:
         )
         for name, durs in totals.items()
     ]
-    return sorted(stats, key=lambda s: s.total_s, reverse=True)[:top]
+    return unique_shorts(sorted(stats, key=lambda s: s.total_s, reverse=True)[:top])
+
+
+def unique_shorts(stats: list[NameStat]) -> list[NameStat]:
+    """Give names that share a short form (`FillFunctor<int>` and `<long>` both print as the kernel's
+    short name) their label instead, the short form with a hash of the full name: one row, one name."""
+    names: dict[str, set[str]] = defaultdict(set)
+    for stat in stats:
+        names[stat.short].add(stat.name)
+    for stat in stats:
+        if len(names[stat.short]) > 1:
+            stat.short = stat.label  # the full name itself where it is its own short form
+    return stats
 
 
 def _self_times(cpu_ops: list[HostOp]) -> list[tuple[HostOp, float]]:
@@ -313,24 +394,15 @@ def _top_ops(cpu_ops: list[HostOp], top: int) -> list[NameStat]:
         )
         for name, row in totals.items()
     ]
-    return sorted(stats, key=lambda s: s.self_s or 0.0, reverse=True)[:top]
+    return unique_shorts(sorted(stats, key=lambda s: s.self_s or 0.0, reverse=True)[:top])
 
 
-def _launch_stats(device: list[DeviceEvent]) -> LaunchStats | None:
+def _launch_stats(device: list[DeviceEvent], host_wait: float) -> LaunchStats | None:
     launched = [e for e in device if e.launch is not None]
     if not launched:
         return None
     delays = sorted((e.start - e.launch) * US for e in launched if e.launch is not None)
     short = sum(1 for e in launched if e.category == "kernel" and e.end - e.start < e.launch_dur)
-    by_stream: dict[tuple[str, str], list[DeviceEvent]] = defaultdict(list)
-    for e in device:
-        by_stream[(e.device, e.stream)].append(e)
-    host_wait = 0.0
-    for evs in by_stream.values():
-        evs.sort(key=lambda e: e.start)
-        for prev, cur in itertools.pairwise(evs):
-            if cur.launch is not None and cur.launch > prev.end and cur.start > prev.end:
-                host_wait += (cur.start - prev.end) * US
     return LaunchStats(
         launches=len(delays),
         delay_median_s=statistics.median(delays),
