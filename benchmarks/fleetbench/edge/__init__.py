@@ -17,6 +17,8 @@ and a model's results), model_factory (the tiny model or a given module), mps (P
 pte (ExecuTorch export and runtime), native (what native libraries write to fd 2), vkcompute (a raw
 Vulkan compute path for what wgpu cannot express) and coopmat (the cooperative-matrix GEMM on it),
 thermal and thermal_parse (the device's thermal state and the tools that report it), discipline (the
-cooldown and thermal checks around each measurement).
+cooldown and thermal checks around each measurement), peak_sizing (the FMA peak probe grown until it
+fills the device and one dispatch is long enough to time), stability (sample count, CV and the
+stable/unstable verdict every figure carries).
 llm/ is `fleetbench edge llm`: the trainer's llama model in llama.cpp, MLX and ExecuTorch.
 """

@@ -7,7 +7,6 @@ Jobs (each `JOB: (config, context) -> JobResult`, the contract of fleetbench/job
 Modules they share:
   names          kernel-name shortening for labels and chart text (stable, documented rule)
   classify       memory-bound / compute-bound / balanced / latency-bound / cache-resident, and the fix
-  trace_summary  HTA-style temporal breakdown, top kernels/ops, launch gaps from a Chrome trace
   trace/         reading traces, HTA's step window, breakdowns of devices and CPU ranks, the straggler,
                  and `fleetbench trace summarize` (report, tables, --record)
   workloads      what is profiled: the trainer hook, the Linear probe, a script, a module

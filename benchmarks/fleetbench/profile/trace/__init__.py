@@ -8,12 +8,11 @@ Modules:
   ranks      across ranks: the straggler and the per-rank stacked-bar PNG
   report     `fleetbench trace summarize`: every trace summarised, compared, charted; its JSON
   record     its `--record`: one result record per rank, in one run
-<<<<<<< HEAD
   stage      the demo's trace stage: the per-rank breakdown of the train stage's profiled steps
-The tables it prints are the CLI's: fleetbench/cli/views/trace.py.
-The per-trace summary itself is `fleetbench.profile.trace_summary`.
-=======
+  comm       which kernels and host events are communication: the table of name patterns and markers
+  idle       idle time per stream: host wait, kernel wait, other (HTA's idle-time breakdown)
+  queue      queue length per stream and launch delay per step (HTA's launch statistics)
+  diff       `fleetbench trace diff`: two traces or runs, op by op and kernel by kernel
 The analysis modules (load to report) import only each other and `profile.names`; `record` adds the
 profile exporter, `stage` the job contract. The tables it prints live in `fleetbench.cli.views.trace`.
->>>>>>> issue-48
 """
