@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
+from fleetbench.names import path_problem
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +217,29 @@ def load_config(
             origins[tuple(dotted.split("."))] = flag
     log.debug("config: %s, then %s", path or "defaults", ", ".join(origins.values()) or "no overrides")
     try:
-        return model.model_validate(data)
+        config = model.model_validate(data)
     except ValidationError as exc:
         raise UserError(describe_validation_error(exc, model, path, origins)) from None
+    check_paths(config, path, origins)
+    return config
+
+
+def check_paths(
+    config: BaseModel, path: Path | None, origins: dict[tuple[str, ...], str], at: tuple[str, ...] = ()
+) -> None:
+    """Every path a config holds obeys fleetbench.names (length per name and in all, no control character):
+    a UserError blamed on the flag, --set or file that set it, as a validation error is."""
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        key = (*at, name)
+        if isinstance(value, BaseModel):
+            check_paths(value, path, origins, key)
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            problem = path_problem(str(item)) if isinstance(item, Path) else None
+            if problem is not None:
+                source = next((o for keys, o in origins.items() if key[: len(keys)] == keys), str(path or "config"))
+                raise UserError(f"{source}: {'.'.join(key)}: {problem}")
 
 
 def describe_validation_error(
