@@ -23,6 +23,7 @@ MAX_VALUES = 100_000  # values in a config once YAML aliases are expanded (a few
 _SHOW = reprlib.Repr()  # how an offending value is quoted in an error: short, whatever its size
 _SHOW.maxstring = _SHOW.maxother = 80
 _SHOW.maxlist = _SHOW.maxdict = _SHOW.maxtuple = 6
+SHOWN_MAX = 200  # characters of a quoted value, whatever its nesting
 
 
 class _YAMLLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
@@ -52,7 +53,8 @@ def shown(value: Any) -> str:
     cut short (a config value can be a huge or self-referencing structure)."""
     if isinstance(value, bool) or value is None:
         return {True: "true", False: "false", None: "null"}[value]
-    return _SHOW.repr(value)
+    text = _SHOW.repr(value)  # reprlib cuts each level, but nested lists multiply: cut the whole too
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 3] + "..."
 
 
 def load_yaml(text: str) -> Any:
