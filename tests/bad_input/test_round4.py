@@ -329,7 +329,7 @@ SETS = [
     BadInput("set-run-id-long", ("probe", "--set", "run.run_id=" + "r" * 300), "run.run_id"),
     BadInput("set-run-id-slash", ("probe", "--set", "run.run_id=a/b"), "run.run_id"),
     BadInput("set-run-id-dotdot", ("probe", "--set", "run.run_id=.."), "run.run_id"),
-    BadInput("set-threads-huge", ("probe", "--set", "probe.threads=" + "9" * 5000), "probe.threads="),
+    BadInput("set-threads-huge", ("probe", "--set", "probe.threads=" + "9" * 4301), "probe.threads="),
     BadInput("set-threads-inf", ("probe", "--set", "probe.threads=.inf"), "probe.threads"),
     BadInput("set-threads-map", ("probe", "--set", "probe.threads={a: 1}"), "probe.threads"),
     BadInput("set-section-value", ("probe", "--set", "probe=3"), "probe"),

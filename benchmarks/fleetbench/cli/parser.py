@@ -12,8 +12,9 @@ from typing import Any, NoReturn
 from fleetbench.errors import UserError
 from fleetbench.names import name_problem, path_problem
 
-# Arguments whose text becomes one file or folder name (a run id, a baseline, an image, a run prefix).
-NAME_DESTS = frozenset({"run_id", "name", "names", "baseline", "run_prefix", "metric", "benchmark"})
+# Arguments whose text becomes one file or folder name, or part of one, and that no stricter rule checks
+# later (run ids and baseline names have their own alphabet of at most 64 characters, which says more).
+NAME_DESTS = frozenset({"names", "run_prefix", "metric", "benchmark"})
 # Arguments of plain text that are paths, or run ids that may be run folders (`compare BASE NEW`).
 PATH_DESTS = frozenset({"runs", "run", "output"})
 # Arguments that hold a benchmark command when the option named here is given (`compare --rounds -- probe`).
