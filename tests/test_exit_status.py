@@ -157,3 +157,17 @@ def test_sigterm_mid_run_leaves_a_complete_record_no_temp_file_and_exit_130(tmp_
             except OSError:
                 continue
     assert not marked, f"processes left behind: {marked}"
+
+
+def test_an_export_that_the_reader_would_refuse_is_never_written(tmp_path: Path) -> None:
+    """What `edge export` stores passes the check `edge run --pte` applies later: a buffer without the
+    program identifier (a planted wrong export) is refused and leaves no file, no temporary file."""
+    from fleetbench.edge.pte import write_program
+    from fleetbench.errors import UserError
+
+    target = tmp_path / "m.pte"
+    with pytest.raises(UserError, match="is one `edge run --pte` would refuse, so it was not written"):
+        write_program(target, b"\x1c\x00\x00\x00XX12" + bytes(64))
+    assert list(tmp_path.iterdir()) == []
+    write_program(target, (28).to_bytes(4, "little") + b"ET12" + bytes(64))  # what the reader accepts is kept
+    assert target.read_bytes()[4:8] == b"ET12" and len(list(tmp_path.iterdir())) == 1
