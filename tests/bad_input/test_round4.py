@@ -410,7 +410,28 @@ DEMO = [
 ]  # fmt: skip
 
 
+HOSTILE = [
+    BadInput("history-results-missing", ("history", FLOPS, "--results-dir", "nowhere"),
+             "results folder nowhere does not exist"),
+    BadInput("history-results-is-file", ("history", FLOPS, "--results-dir", "f"), "results folder f is not a folder",
+             files={"f": "x"}),
+    BadInput("history-results-loop", ("history", FLOPS, "--results-dir", "loop"),
+             "results folder loop is a symbolic link that leads nowhere", prepare=_loop("loop")),
+    BadInput("results-list-loop", ("results", "list", "--results-dir", "loop"),
+             "results folder loop is a symbolic link that leads nowhere", prepare=_loop("loop")),
+    BadInput("report-compare-empty", ("report", "--offline", "--compare", ""), "argument --compare: an empty path"),
+    BadInput("report-compare-long", ("report", "--offline", "--compare", "x" * 5000), "argument --compare: 'xxxx"),
+    BadInput("report-compare-newline", ("report", "--offline", "--compare", "a\nb"), "argument --compare: 'a\\nb' holds"),
+    BadInput("report-strict-without-compare", ("report", "--offline", "--strict"), "--strict apply to --compare BASE",
+             files={"results/a/records.jsonl": record_line("a")}),
+    BadInput("ckpt-dev-null", llm("--checkpoint", "/dev/null"), "checkpoint /dev/null is not a regular file"),
+    BadInput("ckpt-loop", llm("--checkpoint", "loop"), "checkpoint loop cannot be read (Too many levels of symbolic links)",
+             prepare=_loop("loop")),
+]  # fmt: skip
+
+
 CASES = [
+    *HOSTILE,
     *DEMO,
     *CHECKPOINTS,
     *NOTHING_MEASURED,

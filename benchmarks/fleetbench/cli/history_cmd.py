@@ -151,10 +151,11 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.cli.compare_cmd import require_scipy
     from fleetbench.compare import history
     from fleetbench.report.history_plot import history_png
+    from fleetbench.results.store import check_results_root
 
     metric, labels, url = _check(args)
     require_scipy()
-    root = Path(args.results_dir)
+    root = check_results_root(Path(args.results_dir))  # a file, a loop or no folder is said as such
     found = history.collect(root, metric, args.benchmark, labels)
     for warning in found.warnings:
         console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)

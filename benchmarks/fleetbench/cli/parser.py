@@ -16,7 +16,7 @@ from fleetbench.names import name_problem, path_problem
 # later (run ids and baseline names have their own alphabet of at most 64 characters, which says more).
 NAME_DESTS = frozenset({"names", "run_prefix", "metric", "benchmark"})
 # Arguments of plain text that are paths, or run ids that may be run folders (`compare BASE NEW`).
-PATH_DESTS = frozenset({"runs", "run", "output"})
+PATH_DESTS = frozenset({"runs", "run", "output", "compare"})
 # Arguments that hold a benchmark command when the option named here is given (`compare --rounds -- probe`).
 COMMAND_WHEN = {"runs": "rounds"}
 
