@@ -68,13 +68,13 @@ def test_a_name_is_a_path_of_one_component(value: str) -> None:
 def test_the_parser_refuses_a_bad_path_argument_in_one_line(value: str) -> None:
     parser = OneLineParser(prog="t")
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--run-id")
+    parser.add_argument("--run-prefix")  # a name the parser checks (run ids have a stricter rule of their own)
     try:
-        parsed = parser.parse_args(["--out", value, "--run-id", value])
+        parsed = parser.parse_args(["--out", value, "--run-prefix", value])
     except UserError as exc:
-        assert "argument --out" in str(exc) or "argument --run-id" in str(exc)
+        assert "argument --out" in str(exc) or "argument --run-prefix" in str(exc)
         return
-    assert path_problem(str(parsed.out)) is None and name_problem(parsed.run_id) is None
+    assert path_problem(str(parsed.out)) is None and name_problem(parsed.run_prefix) is None
 
 
 # --- headers of the files `edge` is given ---------------------------------------------------------------------------
