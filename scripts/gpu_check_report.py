@@ -21,6 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from fleetbench.errors import UserError
+from fleetbench.fsutil import write_text_atomic
 from fleetbench.results.store import read_records
 
 GIB = 2**30
@@ -33,8 +34,8 @@ def read_stages(work: Path) -> list[dict[str, Any]]:
     stages = []
     path = work / "stages.tsv"
     lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    for line in lines:
-        name, status, code, seconds = line.split("\t")
+    for number, line in enumerate(lines, start=1):
+        name, status, code, seconds = stage_fields(path, number, line)
         logs = work / "logs"
         commands = (
             (logs / f"{name}.cmd").read_text(encoding="utf-8").splitlines() if (logs / f"{name}.cmd").is_file() else []
@@ -59,6 +60,35 @@ def read_stages(work: Path) -> list[dict[str, Any]]:
     return stages
 
 
+STATUSES = ("ok", "failed", "skipped")
+
+
+def stage_fields(path: Path, number: int, line: str) -> tuple[str, str, int, int]:
+    """One line of stages.tsv: name, status, exit status, seconds; a UserError naming the line otherwise."""
+    fields = line.split("\t")
+    accepted = "accepted: NAME<tab>ok|failed|skipped<tab>EXIT<tab>SECONDS, as gpu-check.sh writes it"
+    shown = repr(line[:60]) + ("..." if len(line) > 60 else "")
+    if len(fields) != 4:
+        raise UserError(f"{path}:{number}: {shown} has {len(fields)} fields, not 4; {accepted}")
+    name, status, code, seconds = fields
+    if not name or "/" in name or status not in STATUSES:
+        raise UserError(f"{path}:{number}: {shown} has no stage name or an unknown status; {accepted}")
+    if not (code.lstrip("-").isdigit() and seconds.isdigit()) or len(code) > 4 or len(seconds) > 9:
+        raise UserError(f"{path}:{number}: {shown}: the exit status or seconds is no whole number; {accepted}")
+    return name, status, int(code), int(seconds)
+
+
+def finite(value: Any) -> Any:
+    """`value` with every NaN or infinity (a summary that measured nothing) replaced by None: reported as missing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [finite(item) for item in value]
+    return value
+
+
 def run_records(work: Path, run: str) -> list[dict[str, Any]]:
     """Every record the check's runs wrote (rank 0 and the rest), as plain data."""
     found = []
@@ -73,8 +103,8 @@ def run_records(work: Path, run: str) -> list[dict[str, Any]]:
 
 def train_row(record: dict[str, Any]) -> dict[str, Any]:
     """The figures of one training run that the check reports."""
-    s = record.get("summary", {})
-    precision = s.get("precision") or {}
+    s = record.get("summary") or {}
+    precision = s.get("precision") if isinstance(s.get("precision"), dict) else {}
     return {
         "run": record["run_id"].rsplit("-", 1)[-1],
         "status": record["status"],
@@ -170,6 +200,8 @@ def fmt(value: Any, kind: str = "") -> str:
     """A figure for the tables: - when missing; percentages, GiB and thousands as asked."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
+    if kind and (isinstance(value, bool) or not isinstance(value, int | float)):
+        return str(value)[:40]  # a figure a damaged record holds as text: shown, never formatted as a number
     if kind == "pct":
         return f"{value:.1%}"
     if kind == "gib":
@@ -285,10 +317,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--md", type=Path, required=True, help="the Markdown report to write")
     parser.add_argument("--json", type=Path, required=True, help="the JSON to write beside it")
     args = parser.parse_args(argv)
-    data = build(args.work, args.run)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
-    args.json.write_text(json.dumps(data, indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
-    args.md.write_text(markdown(data), encoding="utf-8")
+    try:
+        if not args.work.is_dir():
+            raise UserError(f"--work {args.work} is not a folder; accepted: the work folder of gpu-check.sh")
+        data = finite(build(args.work, args.run))
+        text = json.dumps(data, indent=2, allow_nan=False, default=str) + "\n"
+        page = markdown(data)
+        write_text_atomic(args.json, text, "--json")
+        write_text_atomic(args.md, page, "--md")
+    except UserError as exc:
+        print(f"gpu_check_report: error: {exc}", file=sys.stderr)
+        return 2
+    except (OSError, UnicodeError) as exc:
+        print(f"gpu_check_report: error: cannot read the work folder {args.work} ({exc})", file=sys.stderr)
+        return 2
     print(f"report: {args.md} (data: {args.json})")
     return 0
 

@@ -353,7 +353,8 @@ def test_a_damaged_baseline_is_named_and_never_breaks_the_others(
 ) -> None:
     results, _ = calibrated
     (results / "baselines" / "zz-damaged.json").write_text('{"name": "zz-damaged", "records": [{"value": nu')
-    listed = cli("baseline", "--results-dir", str(results), "list")
+    listed = cli("baseline", "--results-dir", str(results), "list", ok=False)
+    assert listed.returncode == 3, "a listing with a damaged baseline is a partial result (docs/exit-status.md)"
     assert "aa" in listed.stdout and "zz-damaged" in listed.stdout
     assert listed.stderr.count("zz-damaged.json: not a baseline file") == 1
     used = cli("compare", "--results-dir", str(results), "--baseline", "aa", "cal-new-02", "--format", "json", ok=False)

@@ -94,6 +94,12 @@ def check_writable_dir(path: Path, what: str, flag: str) -> None:
     problem = name_problem(path)
     if problem is not None:
         raise UserError(f"{what} {path} is not a name this file system takes ({problem}); pass another with {flag}")
+    loop = next((p for p in [*reversed(path.parents), path] if p.is_symlink() and not p.exists()), None)
+    if loop is not None:
+        raise UserError(
+            f"{what} {path} is not writable ({loop} is a symbolic link that leads nowhere: a loop or a "
+            f"missing target); pass a writable folder with {flag}"
+        )
     blocker = _blocker(path)
     existing = next((p for p in [path, *path.parents] if p.is_dir()), Path("."))
     if blocker is not None or not os.access(existing, os.W_OK | os.X_OK):
@@ -210,3 +216,27 @@ def write_bytes_atomic(path: Path, data: bytes, what: str) -> Path:
     with atomic_path(path, what) as tmp:
         tmp.write_bytes(data)
     return path
+
+
+def refuse_foreign_file(path: Path, flag: str, force: bool, mark: bytes | None = None) -> None:
+    """Refuse to replace an existing file `path` that this command did not write, unless `force` (--force).
+
+    A file counts as the command's own when `mark` (what the command writes into every file it makes, e.g.
+    a PNG's Software text) is in its first 64 KiB; without a mark every existing file is foreign. A user's
+    file is never lost without a word (pyperf's -o refuses an existing file the same way).
+    """
+    if force:
+        return
+    try:
+        if not path.is_file():
+            return
+        with path.open("rb") as handle:
+            head = handle.read(65536)
+    except OSError:
+        return  # the write itself says why (a folder in the way, a name too long)
+    if mark is not None and mark in head:
+        return
+    raise UserError(
+        f"{flag} {path}: the file exists and was not written by this command; pass --force to replace it, "
+        "or another path"
+    )

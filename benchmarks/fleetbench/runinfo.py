@@ -35,7 +35,9 @@ def new_run_id(now: datetime | None = None) -> str:
 def validate_run_id(run_id: str) -> str:
     """Return `run_id` unchanged if it is safe as a folder name and label value; else raise UserError."""
     if not RUN_ID_PATTERN.fullmatch(run_id) or run_id in {".", ".."}:
-        raise UserError(f"run id {run_id!r} is not accepted: use {RUN_ID_RULE}")
+        from fleetbench.names import shown
+
+        raise UserError(f"run id {shown(run_id)} is not accepted: use {RUN_ID_RULE}")
     return run_id
 
 

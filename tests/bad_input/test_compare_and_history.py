@@ -85,7 +85,8 @@ CASES = [
     BadInput("history-bad-label", ("history", FLOPS, "--label", "size"), "--label 'size' is not accepted"),
     BadInput("history-bad-format", ("history", FLOPS, "--format", "xml"), "--format 'xml' is not accepted"),
     BadInput("history-bad-penalty", ("history", FLOPS, "--penalty", "0"), "--penalty 0.0 is not accepted"),
-    BadInput("history-no-runs", ("history", FLOPS, "--results-dir", "{tmp}/results"), "no successful run under"),
+    BadInput("history-no-runs", ("history", FLOPS, "--results-dir", "{tmp}/results"), "no successful run under",
+             files={"results/.keep": ""}),
     BadInput("history-png-folder", ("history", FLOPS, "--png", "{tmp}"), "is a folder; pass a file path"),
 ]  # fmt: skip
 

@@ -222,7 +222,7 @@ PROFILE_CASES = [
     BadInput(
         "job-profile-results-dir-under-a-file",
         ("profile", "--workload", "linear", "--device", "cpu", "--results-dir", "r/results"),
-        "results dir r/results/",
+        "results dir r/results is not writable (r is a file, not a folder)",
         files={"r": "a file"},
     ),
 ]

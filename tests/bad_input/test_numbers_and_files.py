@@ -189,7 +189,7 @@ IMMUTABLE_CASES = [
     BadInput("immutable-compare-out-folder", compare("a", "b", "--format", "csv", "--out", "{tmp}/out/cmp.csv"),
              "cmp.csv (Operation not permitted)", files={**runs(a=GOOD, b=GOOD_B), "out/.keep": ""},
              prepare=immutable("out")),
-    BadInput("immutable-results-probe", ("probe", "--results-dir", "{tmp}/res"), "is not writable (Operation not permitted)",
+    BadInput("immutable-results-probe", ("probe", "--results-dir", "{tmp}/res"), "res is not writable (Permission denied)",
              files={"res/.keep": ""}, prepare=immutable("res")),
     BadInput("immutable-results-trace-record", ("trace", "summarize", "{tmp}/t.json", "--record", "--results-dir", "{tmp}/res"),
              "is not writable (Permission denied)",
@@ -335,9 +335,9 @@ NCU_CASES = [
     ncu("ncu-peak-text", "'dram=fast' is not KEY=NUMBER[UNIT]", NCU_CSV, "--peak", "dram=fast"),
     ncu("ncu-csv-header-only-text", "r.csv has a CSV header but no kernel rows", NCU_HEADER),
     BadInput("ncu-record-into-a-file", ("ncu", "summarize", "{tmp}/r.csv", "--record", "--results-dir", "{tmp}/res"),
-             "res is a file, not a folder", files={"r.csv": NCU_CSV, "res": "a file\n"}),
+             "res is not writable (it is a file, not a folder)", files={"r.csv": NCU_CSV, "res": "a file\n"}),
     BadInput("ncu-record-immutable-results", ("ncu", "summarize", "{tmp}/r.csv", "--record", "--results-dir", "{tmp}/res"),
-             "is not writable (Operation not permitted)", files={"r.csv": NCU_CSV, "res/.keep": ""}, prepare=immutable("res")),
+             "res is not writable (Permission denied)", files={"r.csv": NCU_CSV, "res/.keep": ""}, prepare=immutable("res")),
 ]  # fmt: skip
 
 
@@ -355,7 +355,7 @@ SLURM_CASES = [
     BadInput("slurm-collect-results-immutable", slurm("collect", "42", "--local", "--results-dir", "{tmp}/res/runs"),
              "results folder", files={"res/.keep": ""}, prepare=immutable("res")),
     BadInput("slurm-submit-results-name-too-long", slurm("submit", "--local", "--results-dir", "{tmp}/" + "r" * 300),
-             "is not a name this file system takes (a name in it is 300 bytes long"),
+             "has a component of 300 bytes; accepted: at most 255 bytes"),
     BadInput("slurm-status-id-zero", slurm("status", "0", "--local"), "job id '0' is not accepted; accepted: the number sbatch printed"),
     BadInput("slurm-status-id-negative", slurm("status", "-5", "--local"), "job id '-5' is not accepted"),
     BadInput("slurm-status-id-plus", slurm("status", "+42", "--local"), "job id '+42' is not accepted"),
@@ -389,7 +389,7 @@ NAME_CASES = [
     BadInput("name-probe-run-id-space", ("probe", "--run-id", "my run"), "(got 'my run')"),
     BadInput("name-results-show-empty", ("results", "show", "", "--results-dir", "{tmp}"), "run id '' is not accepted"),
     BadInput("name-history-png-too-long", ("history", FLOPS, "--results-dir", "{tmp}/results", "--png", "{tmp}/" + "p" * 300 + ".png"),
-             "is not a name this file system takes (a name in it is 304 bytes long", files=runs(a=GOOD, b=GOOD_B)),
+             "has a component of 304 bytes; accepted: at most 255 bytes", files=runs(a=GOOD, b=GOOD_B)),
 ]  # fmt: skip
 
 CASES: list[BadInput] = [

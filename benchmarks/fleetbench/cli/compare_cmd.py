@@ -10,7 +10,8 @@ fleetbench compare A B --fail-on-regression 5       fail only when a figure is s
 fleetbench compare A B --format md --out cmp.md     a pull-request comment (also csv, json)
 fleetbench baseline set main RUN | list | rm main
 Exit status: 0 no regression; 1 a regression (a figure judged worse, or a benchmark ok in base that
-failed or went missing in new), each named; 2 bad input or nothing comparable.
+failed or went missing in new), each named; 2 bad input or nothing comparable; `baseline list` 3 when
+a baseline file it lists is damaged (named on stderr).
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ from fleetbench.config.loader import load_config
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
-from fleetbench.fsutil import check_output_file, write_text_atomic
+from fleetbench.fsutil import check_output_file, refuse_foreign_file, write_text_atomic
 
 if TYPE_CHECKING:  # the compare package loads scipy: only when a comparison runs
     from fleetbench.compare.gate import Regression
     from fleetbench.compare.matching import Comparison
+    from fleetbench.results.record import ResultRecord
 
 FORMATS = ("table", "md", "csv", "json")
+PARTIAL_EXIT = 3  # docs/exit-status.md: finished, but the result leaves something out
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,6 +56,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     compare.add_argument("--baseline", metavar="NAME", help="compare against this baseline")
     compare.add_argument("--format", default="table", help=f"output: {', '.join(FORMATS)} (default: table)")
     compare.add_argument("--out", type=Path, metavar="FILE", help="write the output here instead of stdout")
+    compare.add_argument("--force", action="store_true", help="replace an existing --out file")
     compare.add_argument(
         "--fail-on-regression",
         type=float,
@@ -157,6 +161,7 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
     if args.out is not None:  # before the comparison: its work must not end in a file that cannot be written
         check_output_file(args.out, "--out")
+        refuse_foreign_file(args.out, "--out", args.force)
     if args.rounds is None:
         rounds_only = [flag for flag, value in (("--base-set", args.base_set), ("--new-set", args.new_set),
                        ("--base-rev", args.base_rev), ("--new-rev", args.new_rev)) if value]  # fmt: skip
@@ -294,12 +299,28 @@ def handle_baseline_set(args: argparse.Namespace, console: Console) -> int:
     run = load_run(args.run, root)  # refuses figures that are not measurements (NaN, inf, negative)
     if run.label.startswith("baseline "):
         raise UserError(f"{args.run!r} is a baseline, not a run; pass a run id or run folder")
+    refuse_uncomparable(args.run, run.records)
     calibration = noise.for_machine(root, run.machine)
     baseline = Baseline(args.name, run.run_id, str(args.run), "", run.records, 1, calibration)
     path = set_baseline(root, baseline)
     kept = f", noise of {calibration.set_at[:19]}" if calibration else ""
     console.print(f"baseline {args.name} -> run {run.run_id} ({len(run.records)} records{kept}): {path}", markup=False)
     return 0
+
+
+def refuse_uncomparable(ref: str, records: list[ResultRecord]) -> None:
+    """A baseline must hold what `compare --baseline` compares: a successful rank-0 record with headline
+    figures. A run with no records, only failed ones or no figures is refused when the baseline is made."""
+    from fleetbench.compare.matching import latest_ok
+
+    if any(record.headline for record in latest_ok(records).values()):
+        return
+    failed = sum(1 for record in records if record.status == "failed")
+    held = f"{len(records)} records, {failed} failed" if records else "no records"
+    raise UserError(
+        f"baseline set: run {ref!r} holds no successful record with headline figures ({held}), so no "
+        "comparison could use it; accepted: a run that finished ok"
+    )
 
 
 def handle_baseline_list(args: argparse.Namespace, console: Console) -> int:
@@ -311,8 +332,10 @@ def handle_baseline_list(args: argparse.Namespace, console: Console) -> int:
     table = Table(title=f"baselines in {root}")
     for column in ("name", "run_id", "set at", "benchmarks", "processes", "noise"):
         table.add_column(column)
+    damaged = 0
     for name, baseline in scan_baselines(root):
         if isinstance(baseline, str):
+            damaged += 1
             table.add_row(name, "-", "-", "damaged: see the line below", "-", "-")
             console.print(f"warning: {baseline}", markup=False, highlight=False, soft_wrap=True)
             continue
@@ -320,7 +343,7 @@ def handle_baseline_list(args: argparse.Namespace, console: Console) -> int:
         noise = f"{len(baseline.noise.figures)} figures" if baseline.noise else "-"
         table.add_row(name, baseline.run_id, baseline.set_at[:19], benchmarks, str(baseline.processes), noise)
     Console().print(table)  # a listing: stdout, so it pipes
-    return 0
+    return PARTIAL_EXIT if damaged else 0  # docs/exit-status.md: a listing with rows it could not read
 
 
 def handle_baseline_rm(args: argparse.Namespace, console: Console) -> int:

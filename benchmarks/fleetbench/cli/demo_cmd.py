@@ -24,8 +24,10 @@ def handle(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.demo import run_demo  # torch loads only once the arguments are known good
 
     stack = default_stack()
+    context = run_context(config, console)
+    stack.check_ports()  # a port taken by another program is one line, before anything is printed or started
     console.rule("[bold]fleetbench demo[/]: the embedded default (CPU, local Prometheus)")
     console.print(f"Prometheus {stack.prometheus_url}, Pushgateway {stack.pushgateway_url} (loopback)")
-    outcome = run_demo(config, stack, run_context(config, console), StagesOnConsole(console))
+    outcome = run_demo(config, stack, context, StagesOnConsole(console))
     show_outcome(console, outcome)
     return 0

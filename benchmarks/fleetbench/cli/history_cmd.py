@@ -21,7 +21,7 @@ from rich.table import Table
 from fleetbench.cli.options import add_results_dir
 from fleetbench.envvars import PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
-from fleetbench.fsutil import check_output_file
+from fleetbench.fsutil import check_output_file, refuse_foreign_file
 
 if TYPE_CHECKING:
     from fleetbench.compare.history import Series, Step
@@ -42,6 +42,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     history.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="only figures with it")
     history.add_argument("--penalty", type=float, default=2.0, metavar="K", help="per step, x sigma x ln n (2)")
     history.add_argument("--png", type=Path, metavar="FILE", help="the plot (default results/history/METRIC.png)")
+    history.add_argument(
+        "--force", action="store_true", help="replace the --png file even when this command did not write it"
+    )
     history.add_argument("--format", default="table", help="table or json (default: table)")
     history.add_argument(
         "--pushgateway", metavar="URL", help=f"push the steps for Grafana (default: ${PUSHGATEWAY_ENV})"
@@ -91,6 +94,9 @@ def _check(args: argparse.Namespace) -> tuple[str, dict[str, str], str | None]:
         raise UserError(f"--penalty {args.penalty} is not accepted; accepted: a number above 0")
     if args.png is not None:
         check_output_file(args.png, "--png")
+        from fleetbench.report.history_plot import PNG_MARK
+
+        refuse_foreign_file(args.png, "--png", args.force, PNG_MARK)
     return metric_name(args.metric), parse_labels(args.label), gateway(args)
 
 
@@ -145,10 +151,11 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.cli.compare_cmd import require_scipy
     from fleetbench.compare import history
     from fleetbench.report.history_plot import history_png
+    from fleetbench.results.store import check_results_root
 
     metric, labels, url = _check(args)
     require_scipy()
-    root = Path(args.results_dir)
+    root = check_results_root(Path(args.results_dir))  # a file, a loop or no folder is said as such
     found = history.collect(root, metric, args.benchmark, labels)
     for warning in found.warnings:
         console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)

@@ -20,6 +20,25 @@ from fleetbench.urls import url_from
 log = logging.getLogger(__name__)
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$")
+# An image reference as docker's distribution/reference grammar spells it: [host[:port]/]path[:tag][@digest].
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_HOST = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+IMAGE_REFERENCE = re.compile(
+    rf"^(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+IMAGE_REFERENCE_RULE = (
+    "an image reference [HOST[:PORT]/]NAME[:TAG][@DIGEST], e.g. nvidia/cuda:12.8.1-runtime-ubuntu24.04"
+)
+
+
+def check_image_reference(value: str, flag: str) -> str:
+    """`value` when it is an image reference docker would take (at most 255 characters); else a UserError."""
+    from fleetbench.names import shown
+
+    if len(value) > 255 or not IMAGE_REFERENCE.fullmatch(value):
+        raise UserError(f"{flag} {shown(value)} is not an image reference; accepted: {IMAGE_REFERENCE_RULE}")
+    return value
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -185,6 +204,8 @@ def namespace_of(args: argparse.Namespace) -> str:
 def handle_build(args: argparse.Namespace, console: Console) -> int:
     """Build the named images (default: all of the variant) and print what was built."""
     namespace = namespace_of(args)
+    if args.base_image is not None:
+        check_image_reference(args.base_image, "--base")
     from fleetbench.cli.views.images import results_table
     from fleetbench.images.build import build_images
     from fleetbench.progress import ConsoleProgress

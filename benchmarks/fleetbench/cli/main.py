@@ -1,7 +1,8 @@
 """The `fleetbench` command: one CLI, one module per command group; every Make target calls it.
 
-Every command ends here. Bad input (a UserError) is one `fleetbench: error: ...` line and exit 2;
-Ctrl-C is one line and exit 130; any other exception is a bug: one line that names it and where its
+Every command ends here (the exit statuses: docs/exit-status.md). Bad input (a UserError) is one
+`fleetbench: error: ...` line and exit 2; Ctrl-C or SIGTERM is one line and exit 130 (SIGTERM is raised
+as an interrupt, so cleanup runs as for Ctrl-C); any other exception is a bug: one line that names it and where its
 traceback was saved, and exit 70 (EX_SOFTWARE), which no command uses for a finding, so a script
 can tell a crash from a failed gate (1) or bad input (2). `--debug` prints the traceback instead.
 """
@@ -13,6 +14,7 @@ import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -153,6 +155,37 @@ def main(argv: list[str] | None = None) -> int:
     A UserError becomes one `fleetbench: error: ...` line on stderr and its exit code; Ctrl-C 130; any
     other exception one line naming it and its saved traceback, and CRASH_EXIT (see the module docstring).
     """
+    with _sigterm_interrupts():
+        return _main(argv)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that every `finally` and `with` on the way out runs as for
+    Ctrl-C: temporary folders removed, half-written files taken back, child processes stopped."""
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises Terminated while main() runs (in the main thread only: signals go there), then the
+    handler before is put back."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminated(signum: int, _frame: object) -> None:
+        raise Terminated(f"interrupted by signal {signum} (SIGTERM)")
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     console = Console(stderr=True)
     argv = sys.argv[1:] if argv is None else argv
     debug: bool | None = None  # None until the command line and the environment are read
@@ -166,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             warn_unknown_variables(os.environ)
         print(f"fleetbench: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("fleetbench: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"fleetbench: interrupted{' (SIGTERM)' if isinstance(exc, Terminated) else ''}", file=sys.stderr)
         return INTERRUPTED_EXIT
     except BrokenPipeError:  # the reader of stdout went away (`fleetbench results list | head -1`): no bug
         with contextlib.suppress(OSError, ValueError):  # the exit flush must not fail on the closed pipe

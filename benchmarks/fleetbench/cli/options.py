@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fleetbench.envvars import PUSHGATEWAY_ENV
+from fleetbench.errors import UserError
+from fleetbench.fsutil import check_writable_dir
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, RECORDS_FILE
 
 if TYPE_CHECKING:  # the config schema loads when a command reads its config, not when it registers
@@ -61,13 +63,35 @@ def also_after(parent: argparse.ArgumentParser, *subcommands: argparse.ArgumentP
         command.add_argument("--results-dir", type=action.type or str, default=argparse.SUPPRESS, help=action.help)
 
 
-def run_context(config: FleetbenchConfig, console: Console) -> RunContext:
+def run_context(config: FleetbenchConfig, console: Console, *, continues: bool = False) -> RunContext:
     """The run a command starts, chosen here once: --run-id (else a new id) under the results root, with
-    the job's progress drawn on `console`."""
+    the job's progress drawn on `console`. A named run that already holds records is refused (its
+    records.jsonl would change under its earlier results) unless the command `continues` it (train
+    --resume appends to the run it resumes)."""
     from fleetbench.job import RunContext
     from fleetbench.progress import ConsoleProgress
 
+    # A results folder that is a file, a loop or not writable is refused before the job's work, not after it.
+    check_writable_dir(config.run.results_dir, "results dir", "--results-dir")
+    if not continues:
+        refuse_existing_run(config.run.results_dir, config.run.run_id)
     return RunContext.start(config, ConsoleProgress(console))
+
+
+def refuse_existing_run(results_dir: Path, run_id: str | None) -> None:
+    """A UserError when run `run_id` already has a records.jsonl under `results_dir`."""
+    if run_id is None:
+        return
+    records = results_dir / run_id / RECORDS_FILE
+    try:
+        exists = records.is_file()
+    except OSError:
+        return  # the run folder's own checks say what is wrong with the path
+    if exists:
+        raise UserError(
+            f"--run-id {run_id}: run {run_id} already exists under {results_dir} ({records} is kept as it is); "
+            "pass a new --run-id, or none for a fresh one"
+        )
 
 
 def print_record_path(console: Console, record: ResultRecord, results_dir: Path) -> None:

@@ -4,6 +4,8 @@ fleetbench report RUN                        the run's dashboards, headline figu
 fleetbench report RUN --offline              panels from the result records (no Prometheus)
 fleetbench report RUN --compare BASE         plus `fleetbench compare BASE RUN` as tables and overlaid plots
                                              (BASE: a run id, a run folder or a baseline name)
+Exit status: 0 the report is written; 2 bad input; 3 with --strict, written but the comparison left
+figures out (benchmarks not compared, figures on one side only or not judged), each named on stderr.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     group.add_argument(
         "--allow-mismatch", action="store_true", help="compare runs of other devices or world sizes anyway (marked)"
     )
+    group.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 (a partial result) when the comparison leaves figures out, each named on stderr",
+    )
     group.add_argument("--config", type=Path, metavar="FILE", help="config whose compare section sets the test")
     group.add_argument(
         "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="e.g. compare.alpha=0.01"
@@ -68,8 +75,10 @@ def _run_dir(args: argparse.Namespace) -> Path:
 def _compare_to(args: argparse.Namespace, run_dir: Path) -> CompareTo | None:
     """BASE loaded and compared with the run, before anything is written; None without --compare."""
     if args.compare is None:
-        if args.config or args.overrides or args.allow_mismatch:
-            raise UserError("--config, --set and --allow-mismatch apply to --compare BASE; pass it or drop them")
+        if args.config or args.overrides or args.allow_mismatch or args.strict:
+            raise UserError(
+                "--config, --set, --allow-mismatch and --strict apply to --compare BASE; pass it or drop them"
+            )
         return None
     from fleetbench.cli.compare_cmd import require_scipy
 
@@ -104,4 +113,28 @@ def handle(args: argparse.Namespace, console: Console) -> int:
 
     page = build_report(run_dir, url, compare_to)
     console.print(f"report: {page}", markup=False, soft_wrap=True)
-    return 0
+    missing = left_out(compare_to) if compare_to is not None else []
+    for line in missing:
+        console.print(f"warning: left out: {line}", markup=False, highlight=False, soft_wrap=True)
+    return PARTIAL_EXIT if missing and args.strict else 0
+
+
+PARTIAL_EXIT = 3  # docs/exit-status.md: the command finished, but its result leaves something out
+
+
+def left_out(compare_to: CompareTo) -> list[str]:
+    """What the comparison shows but does not judge: benchmarks not compared, figures on one side only
+    or excluded, notes of figures left out; one line each."""
+    comparison = compare_to.comparison
+    lines = [f"benchmark {name} only in base" for name in comparison.only_base]
+    lines += [f"benchmark {name} only in new" for name in comparison.only_new]
+    for bench in comparison.benchmarks:
+        if not bench.compared:
+            lines.append(f"benchmark {bench.benchmark} not compared (the runs differ in {', '.join(bench.mismatch)})")
+            continue
+        lines += [f"{bench.benchmark}: {note}" for note in bench.notes if note.startswith("left out")]
+        for row in bench.rows:
+            side = "only in new" if row.base is None else "only in base" if row.new is None else row.excluded
+            if side:
+                lines.append(f"{bench.benchmark} {row.metric} {row.labels}: {side}")
+    return lines

@@ -119,7 +119,7 @@ def handle(args: argparse.Namespace, console: Console) -> int:
 
     if DistEnv.from_environ().launched:
         return handle_rank(config, console)
-    context = run_context(config, console)
+    context = run_context(config, console, continues=config.train.resume)
     result = train_job.run(config, context)
     show_closing(console, result.view.closing)
     record = result.record

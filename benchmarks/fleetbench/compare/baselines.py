@@ -53,7 +53,9 @@ def baselines_dir(results_root: Path) -> Path:
 def check_name(name: str) -> str:
     """A baseline name becomes a file name: the same safe alphabet as run ids."""
     if not NAME_PATTERN.fullmatch(name):
-        raise UserError(f"baseline name {name!r} is not accepted: use {NAME_RULE}")
+        from fleetbench.names import shown
+
+        raise UserError(f"baseline name {shown(name)} is not accepted: use {NAME_RULE}")
     return name
 
 

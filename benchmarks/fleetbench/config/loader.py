@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
+from fleetbench.names import path_problem
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,7 @@ MAX_VALUES = 100_000  # values in a config once YAML aliases are expanded (a few
 _SHOW = reprlib.Repr()  # how an offending value is quoted in an error: short, whatever its size
 _SHOW.maxstring = _SHOW.maxother = 80
 _SHOW.maxlist = _SHOW.maxdict = _SHOW.maxtuple = 6
+SHOWN_MAX = 200  # characters of a quoted value, whatever its nesting
 
 
 class _YAMLLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
@@ -51,7 +53,8 @@ def shown(value: Any) -> str:
     cut short (a config value can be a huge or self-referencing structure)."""
     if isinstance(value, bool) or value is None:
         return {True: "true", False: "false", None: "null"}[value]
-    return _SHOW.repr(value)
+    text = _SHOW.repr(value)  # reprlib cuts each level, but nested lists multiply: cut the whole too
+    return text if len(text) <= SHOWN_MAX else text[: SHOWN_MAX - 3] + "..."
 
 
 def load_yaml(text: str) -> Any:
@@ -216,9 +219,29 @@ def load_config(
             origins[tuple(dotted.split("."))] = flag
     log.debug("config: %s, then %s", path or "defaults", ", ".join(origins.values()) or "no overrides")
     try:
-        return model.model_validate(data)
+        config = model.model_validate(data)
     except ValidationError as exc:
         raise UserError(describe_validation_error(exc, model, path, origins)) from None
+    check_paths(config, path, origins)
+    return config
+
+
+def check_paths(
+    config: BaseModel, path: Path | None, origins: dict[tuple[str, ...], str], at: tuple[str, ...] = ()
+) -> None:
+    """Every path a config holds obeys fleetbench.names (length per name and in all, no control character):
+    a UserError blamed on the flag, --set or file that set it, as a validation error is."""
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        key = (*at, name)
+        if isinstance(value, BaseModel):
+            check_paths(value, path, origins, key)
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            problem = path_problem(str(item)) if isinstance(item, Path) else None
+            if problem is not None:
+                source = next((o for keys, o in origins.items() if key[: len(keys)] == keys), str(path or "config"))
+                raise UserError(f"{source}: {'.'.join(key)}: {problem}")
 
 
 def describe_validation_error(

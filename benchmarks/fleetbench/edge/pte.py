@@ -28,7 +28,7 @@ from fleetbench import jsonio
 from fleetbench.edge.model_factory import BuiltModel, build
 from fleetbench.edge.native import native_stderr, optional_module
 from fleetbench.errors import UserError
-from fleetbench.fsutil import readable_file, write_bytes_atomic
+from fleetbench.fsutil import atomic_path, readable_file, write_bytes_atomic
 
 SIDECAR_FORMAT = "fleetbench-pte-1"
 INSTALL_HINT = "install the [mobile] extra: pip install 'fleetbench[mobile]' (executorch==1.5.1)"
@@ -166,7 +166,7 @@ def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge
             ) from None
         delegated = sum(1 for n, _m in edge.exported_program().graph_module.named_children() if "lowered_module" in n)
         path = out_dir / f"{built.name}-{name}.pte"
-        _write_atomic(path, program.buffer)
+        write_program(path, program.buffer)
         sidecar = {
             "format": SIDECAR_FORMAT,
             "model": built.name,
@@ -185,6 +185,20 @@ def export(  # noqa: PLR0913 - seed and batch are recorded in the sidecar; `edge
         _write_atomic(sidecar_path(path), jsonio.dumps(sidecar, indent=2).encode())
         results.append(ExportResult(name, path, delegated, time.perf_counter() - started))
     return results
+
+
+def write_program(path: Path, data: bytes) -> None:
+    """Write an exported program atomically, kept only when the check `edge run --pte` applies to it passes:
+    an export never leaves a file a later command refuses."""
+    with atomic_path(path, "edge export") as tmp:
+        tmp.write_bytes(data)
+        try:
+            check_program_file(tmp)
+        except UserError as exc:
+            raise UserError(
+                f"edge export: the program lowered for {path.name} is one `edge run --pte` would refuse, so it "
+                f"was not written ({str(exc).split('(', 1)[-1].rsplit(')', 1)[0]})"
+            ) from None
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

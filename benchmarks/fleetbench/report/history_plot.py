@@ -43,6 +43,10 @@ def _panel(ax: Axes, series: Series, found: list[Step]) -> None:
     ax.grid(alpha=0.3)
 
 
+# Written into every plot (a PNG tEXt chunk): how `history --png` knows a file it may replace.
+PNG_MARK = b"fleetbench history"
+
+
 def history_png(panels: list[tuple[Series, list[Step]]], path: Path) -> Path:
     """Every series (at most MAX_PANELS) in its own panel, run order on x; written to `path`, returned."""
     shown = panels[:MAX_PANELS]
@@ -57,7 +61,7 @@ def history_png(panels: list[tuple[Series, list[Step]]], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         with atomic_path(path, "history plot") as tmp:  # a reader never sees half a PNG
-            fig.savefig(tmp, format="png")
+            fig.savefig(tmp, format="png", metadata={"Software": PNG_MARK.decode()})
     finally:
         plt.close(fig)
     return path

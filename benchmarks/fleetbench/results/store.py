@@ -140,6 +140,11 @@ def list_runs(results_root: Path) -> list[Path]:
 
 def check_results_root(results_root: Path) -> Path:
     """`results_root` when it is a folder; else a UserError naming it (missing, or a file)."""
+    if results_root.is_symlink() and not results_root.exists():
+        raise UserError(
+            f"results folder {results_root} is a symbolic link that leads nowhere (a loop or a missing target); "
+            "pass the folder that holds the runs"
+        )
     if not results_root.exists():
         raise UserError(f"results folder {results_root} does not exist; run a benchmark first or pass --results-dir")
     if not results_root.is_dir():

@@ -141,6 +141,7 @@ class LocalStack:
         """Start whichever service is not running (each within `timeout_s`); UserError when one cannot start."""
         remedy = f"point {STATE_DIR_ENV} at a writable folder (default {DEFAULT_STATE_DIR})"
         ensure_writable_dir(self.state_dir, "the stack's state folder", STATE_DIR_ENV, remedy=remedy)
+        self.check_ports()  # both ports before either service starts: no stack left half up
         self._start(
             "pushgateway",
             [
@@ -169,6 +170,22 @@ class LocalStack:
             timeout_s,
         )
         return self
+
+    def check_ports(self) -> None:
+        """A UserError when a port of the stack is held by a program that is not the service meant for it."""
+        for service in ("pushgateway", "prometheus"):
+            self._refuse_taken(service)
+
+    def _refuse_taken(self, service: str) -> None:
+        """A UserError when `service`'s port is held by a program that is not that service."""
+        url = self.prometheus_url if service == "prometheus" else self.pushgateway_url
+        port = self.prometheus_port if service == "prometheus" else self.pushgateway_port
+        if self.running(service) or not port_in_use(port) or speaks_like(service, url):
+            return
+        raise UserError(
+            f"port {port} on {LOOPBACK} is taken by another program, so {service} cannot start there; "
+            f"free it or choose another port ({PORT_ENVS[service]})"
+        )
 
     def _start(self, service: str, argv: list[str], url: str, timeout_s: float) -> None:
         if self.running(service):

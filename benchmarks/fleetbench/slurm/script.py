@@ -19,7 +19,8 @@ from fleetbench.errors import UserError
 TEMPLATE = Path("slurm") / "fleetbench-train.sbatch"  # under deploy/
 JOB_NAME = "fleetbench-train"
 SETTING = re.compile(r"^(?P<name>[A-Z_]+)=\$\{(?P=name):-[^}]*\}$")
-TIME_LIMIT = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
+# fullmatch, not match: `$` also matches before a final newline, which would end the #SBATCH line early.
+TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
 # Slurm keeps node counts in 32 bits and CPUs per task in 16, its top two values meaning "unset" and
 # "unlimited"; the trainer takes at most 10,000,000 steps (config/train.py).
 MAX_NODES = 0xFFFF_FFFD
@@ -53,7 +54,7 @@ class JobRequest:
         _in_range("--checkpoint-every", self.checkpoint_every, 0, MAX_STEPS, " (0: none)")
         if self.cpus_per_task is not None:
             _in_range("--cpus-per-task", self.cpus_per_task, 1, MAX_PER_NODE)
-        if self.time_limit is not None and not TIME_LIMIT.match(self.time_limit):
+        if self.time_limit is not None and not TIME_LIMIT.fullmatch(self.time_limit):
             raise UserError(
                 f"--time {self.time_limit!r} is not accepted; accepted: Slurm's MINUTES, HH:MM:SS, D-HH:MM:SS or UNLIMITED"
             )

@@ -375,6 +375,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     from fleetbench.train.decoder import param_counts
 
     cfg = config.edge.llm
+    _refuse_nothing_measured(cfg)
     _require(cfg)
     model = build_llama(cfg.preset, config.edge.seed, cfg.checkpoint)
     if cfg.prompt_tokens + cfg.gen_tokens > 8192:
@@ -430,6 +431,17 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     if failures:
         raise JobFailed("wrong or failed runtimes: " + "; ".join(failures), result)
     return result
+
+
+def _refuse_nothing_measured(cfg: EdgeLlmConfig) -> None:
+    """A run whose runtimes read none of its dtypes would measure nothing and look like a success: refused."""
+    if any(dtype in DTYPES_OF[runtime] for runtime in cfg.runtimes for dtype in cfg.dtypes):
+        return
+    reads = "; ".join(f"{runtime} reads {', '.join(DTYPES_OF[runtime])}" for runtime in cfg.runtimes)
+    raise UserError(
+        f"edge llm: nothing would be measured: runtimes {', '.join(cfg.runtimes)} read none of the dtypes "
+        f"{', '.join(cfg.dtypes)} ({reads}); accepted: a dtype one of the runtimes reads"
+    )
 
 
 def _require(cfg: EdgeLlmConfig) -> None:
