@@ -18,6 +18,7 @@ from package_graph import graph, imports_in, job_modules, modules
 # import each other. A new top-level module or folder must be placed here (a test says so).
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "catalogue", "envvars", "errors", "jsonio"),  # the ground floor: nothing of ours
+    ("names",),  # the rule every name and path argument is checked by
     ("devices", "fsutil", "logs", "runinfo", "urls"),  # small helpers over the ground floor
     ("results", "services"),  # result records; local Prometheus/Pushgateway services
     ("config",),  # the validated configuration of every job
