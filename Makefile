@@ -15,7 +15,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test test-data lint fmt pytest perf compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test test-data lint fmt pytest perf perf-gate compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -54,6 +54,9 @@ test-data: setup ## fetch the third-party test data (real profiler outputs) by c
 
 perf: setup ## performance ratios measured side by side in one run (not a test)
 	@$(PY) scripts/perf.py
+
+perf-gate: setup ## the gate's calibration: A/A false positives and power of compare --rounds on real probe runs (1.5-2 h; a quiet machine)
+	@$(PY) scripts/perf_compare.py
 
 # Training knobs: the same target runs multi-node with torchrun's c10d rendezvous
 #   make train NNODES=2 NODE_RANK=0 RDZV_ENDPOINT=node0:29500   (and NODE_RANK=1 on the other node)
