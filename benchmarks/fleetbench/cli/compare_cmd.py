@@ -6,7 +6,7 @@ fleetbench compare --rounds --new-set probe.threads=1 -- probe --set probe.matmu
                                                     base and new in 20 processes each (compare.rounds), interleaved
 fleetbench compare --rounds --base-rev main --new-rev HEAD -- probe
                                                     two commits, through git worktree (asv continuous)
-fleetbench compare A B --fail-on-regression 5       fail only when a figure is significantly >5 % worse
+fleetbench compare A B --fail-on-regression 5       fail only when a figure is significantly worse by a factor > 1.05
 fleetbench compare A B --format md --out cmp.md     a pull-request comment (also csv, json)
 fleetbench baseline set main RUN | list | rm main
 The verdict, one rule: a figure is worse (or better) when Mann-Whitney U on the logs of its independent
