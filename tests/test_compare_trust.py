@@ -421,7 +421,7 @@ def test_verdicts_that_cannot_be_pushed_are_spooled_and_never_fail_the_compariso
     assert (
         spooled["grouping_key"]["benchmark"] == "compare" and "fleetbench_compare_change_ratio" in spooled["exposition"]
     )
-    assert 'verdict="no significant change"' in spooled["exposition"]
+    assert 'verdict="not enough independent samples to judge"' in spooled["exposition"]  # one run a side
 
 
 @pytest.mark.services
