@@ -99,8 +99,17 @@ def measure(plan: BisectPlan, commit: str, report: Callable[[str], None]) -> Run
             if done.returncode != 0:
                 crashed.append(f"{run_id}: exit {done.returncode}: {rounds._last_line(done.stderr)}")
                 break
+    records = [only_the_figure(record, plan) for record in records]
     return RunRef(commit[:12], f"{plan.prefix}-{commit[:12]}", records, processes=len(loads),
                   crashed=tuple(crashed), load=tuple(loads))  # fmt: skip
+
+
+def only_the_figure(record: ResultRecord, plan: BisectPlan) -> ResultRecord:
+    """The record with only the plan's figure(s) in its headline: bisect judges that figure, so the other
+    figures of the benchmark do not join the family the correction divides alpha among."""
+    kept = [f for f in record.headline
+            if f.metric == plan.metric and all(f.labels.get(k) == v for k, v in plan.labels.items())]  # fmt: skip
+    return record.model_copy(update={"headline": kept})
 
 
 def judge_step(plan: BisectPlan, good: RunRef, candidate: RunRef) -> tuple[Verdict, str]:
@@ -113,6 +122,9 @@ def judge_step(plan: BisectPlan, good: RunRef, candidate: RunRef) -> tuple[Verdi
     row = figure_row(comparison, plan)
     change = row.change
     assert change is not None
+    too_few = [note for bench in comparison.benchmarks for note in bench.notes if "cannot show" in note]
+    if too_few:  # no step can be judged bad: say so instead of calling every commit good
+        return f"stopped: {too_few[0]}", f"{change.change_pct:+.1f}%"
     text = f"{change.change_pct:+.1f}% (p adj {change.p_adjusted if change.p_adjusted is not None else change.p_value})"
     if change.why:
         return f"stopped: {change.why}", text
