@@ -204,6 +204,8 @@ def test_simulated_noisy_samples_are_unstable_never_a_wrong_verdict() -> None:
         wrong += row.change.verdict in ("better", "no significant change")
         assert row.change.verdict != UNSTABLE or "quiet machine" in row.change.why
     assert unstable == 50 and wrong == 0
+    comparison = compare_runs(side("base", base), side("new", new), TestSettings())
+    assert comparison.benchmarks[0].geomean is None  # no summary size of a noisy run either
 
 
 def test_a_busy_machine_makes_a_comparison_unstable_with_what_to_do() -> None:

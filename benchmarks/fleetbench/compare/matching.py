@@ -495,9 +495,10 @@ def judge_family(benchmarks: list[BenchmarkComparison], settings: TestSettings) 
     for row, change in zip(judged, changes, strict=True):
         row.change = change
     for bench in benchmarks:
-        bench.geomean = geometric_mean_speed(
-            [(row.change, row.better) for row in bench.rows if row.change is not None and not row.excluded]
-        )
+        bench.geomean = geometric_mean_speed(  # only figures with a verdict: no summary size of a noisy run
+            [(row.change, row.better) for row in bench.rows
+             if row.change is not None and not row.excluded and not row.change.why]
+        )  # fmt: skip
 
 
 def find_calibration(base: RunRef, new: RunRef, results_root: Path) -> noise_mod.Calibration | None:
