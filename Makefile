@@ -66,7 +66,7 @@ test-data: setup ## fetch the third-party test data (real profiler outputs) by c
 perf: setup ## every performance row, quick settings (about 10 minutes on 2 cores): target and PASS/FAIL/NOISY each
 	@$(PY) scripts/perf.py
 
-perf-gate: setup ## the compare gate's own A/A false-positive rate and power, at the defaults (hours)
+perf-gate: setup ## the gate's calibration: A/A false positives and power of compare --rounds on real probe runs (1.5-2 h; a quiet machine)
 	@$(PY) scripts/perf_compare.py
 
 # Training knobs: the same target runs multi-node with torchrun's c10d rendezvous

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Can the gate be trusted on this machine? False positives and power of `fleetbench compare --rounds`,
-on real runs of the probe (`make perf`; 1.5 to 2 hours on a 2-core machine at the defaults: 20 + 20
-comparisons of 2 x 20 processes).
+on real runs of the probe (`make perf-gate`, not part of the quick `make perf`; 1.5 to 2 hours on a 2-core
+machine at the defaults: 20 + 20 comparisons of 2 x 20 processes). Run it on a quiet machine: on a busy
+one the gate rightly answers "unstable" (no verdict), and the table counts those apart.
 
 Everything runs through the `fleetbench` CLI, at compare's default settings, in a temporary results
 root and a temporary git repository holding a copy of this checkout's `benchmarks/`:
@@ -237,6 +238,8 @@ def shares(root: Path, aa: list[Trial], slow: list[Trial], variant: str) -> dict
     slow_v = [judged(root, t.prefix, variant) for t in slow]
     flagged = sum(any(v in ("better", "worse") for v in verdicts.values()) for verdicts in aa_v)
     out: dict[str, Any] = {"aa_flagged": flagged, "aa_flagged_ci": wilson(flagged, len(aa))}
+    unstable = [sum(any(v == "unstable" for v in verdicts.values()) for verdicts in side) for side in (aa_v, slow_v)]
+    out["unstable"] = {"aa": unstable[0], "planted": unstable[1]}
     for metric in METRICS:
         hits = sum(v.get(metric) == "worse" for v in slow_v)
         out[f"detected {metric}"] = (hits, wilson(hits, len(slow)))
@@ -299,6 +302,10 @@ def print_table(f: dict[str, Any]) -> None:
                 for s in VARIANTS
             ),
         )
+    table.add_row(
+        "unstable: no verdict (A/A, planted)",
+        *(f"{by[s]['unstable']['aa']}/{n}, {by[s]['unstable']['planted']}/{n}" for s in VARIANTS),
+    )
     table.add_row(f"exit codes of compare ({DEFAULT})",
                   f"A/A non-zero {f['exit_codes']['aa_nonzero']}/{n}; planted exit 1 {f['exit_codes']['planted_exit_1']}/{n}",
                   f"{f['seconds_per_comparison_median']:.0f} s per comparison ({2 * f['rounds']} processes)")  # fmt: skip

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,7 +14,9 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
-from fleetbench.compare.statistics import compare_samples
+from fleetbench.compare.noise import Calibration, NoiseFigure, store
+from fleetbench.compare.statistics import NOT_ENOUGH, compare_samples, single
+from fleetbench.results.store import read_records
 
 FLOPS = "fleetbench_probe_achieved_flop_per_second"
 
@@ -46,11 +50,15 @@ def test_noise_that_covers_the_difference_is_no_significant_change() -> None:
     assert change.verdict == "no significant change"
 
 
-def test_single_values_are_judged_by_the_threshold_and_say_so() -> None:
+def test_single_values_have_no_verdict_unless_a_calibrated_floor_judges_them_as_factors() -> None:
     small = compare_samples(1.0, 1.02, [], [], "lower")
-    large = compare_samples(1.0, 1.5, [1.0], [1.5], "lower")
-    assert (small.method, small.verdict, small.ci_pct) == ("single value", "no significant change", None)
-    assert (large.method, large.verdict) == ("single value", "worse")
+    few = compare_samples(1.0, 1.5, [1.0, 1.1], [1.5, 1.6], "lower")
+    assert (small.method, small.verdict, small.ci_pct) == ("single value", NOT_ENOUGH, None)
+    assert few.verdict == NOT_ENOUGH and "2+2 samples" in few.why and "--rounds 3" in few.why
+    # against a calibrated floor of 40 %: a time x1.5 and a rate x(1/1.5) are the same 50 % factor
+    assert single(1.0, 1.5, "lower", 40.0).verdict == "worse"
+    assert single(1.5, 1.0, "higher", 40.0).verdict == "worse"
+    assert single(1.0, 1.3, "lower", 40.0).verdict == "no significant change"
 
 
 # --- real runs -------------------------------------------------------------------------------------
@@ -98,26 +106,49 @@ def compare(root: Path, *args: str) -> tuple[int, str, str]:
     return result.returncode, result.stdout, result.stderr
 
 
-def test_a_machine_without_avx_is_flagged_worse_and_the_gate_names_the_metric(probe_runs: Path) -> None:
-    sse_run_is_slower()
+@pytest.fixture(scope="module")
+def calibrated_runs(probe_runs: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same two runs under a results root that holds a noise calibration of this machine class (1 %
+    noise of the matmul figure: a floor of 2 x 1 % x sqrt(2) for a single pair)."""
+    root = tmp_path_factory.mktemp("calibrated") / "results"
+    shutil.copytree(probe_runs, root)
+    record = read_records(root / "avx")[-1]
+    figure = next(f for f in record.headline if f.metric == FLOPS)
+    calibration = Calibration(record.machine, "2026-01-01T00:00:00", ["probe"], 40,
+                              [NoiseFigure("probe", FLOPS, figure.labels, 1.0, 40, figure.value, 1.0)])  # fmt: skip
+    store(root, calibration)
+    return root
+
+
+def test_a_single_pair_of_runs_is_not_judged_without_a_calibration_of_the_machine_class(probe_runs: Path) -> None:
     code, out, err = compare(probe_runs, "avx", "sse", "--format", "json", "--fail-on-regression", "5")
     report = json.loads(out)
     row = next(r for r in report["rows"] if r["metric"] == FLOPS)
+    assert code == 0 and err == "" and row["verdict"] == NOT_ENOUGH and "compare --rounds" in row["why"]
+    assert row["change_pct"] is not None  # the figures are still shown
+
+
+def test_a_machine_without_avx_is_flagged_worse_and_the_gate_names_the_metric(calibrated_runs: Path) -> None:
+    sse_run_is_slower()
+    code, out, err = compare(calibrated_runs, "avx", "sse", "--format", "json", "--fail-on-regression", "5")
+    report = json.loads(out)
+    row = next(r for r in report["rows"] if r["metric"] == FLOPS)
     assert row["verdict"] == "worse" and row["change_pct"] < -5 and row["ci_high_pct"] < 0
-    assert row["method"] == "within run: mann-whitney + bootstrap" and row["base_samples"] >= 3
+    assert row["method"] == "within run: mann-whitney on logs + hodges-lehmann" and row["base_samples"] >= 3
+    assert row["min_change_pct"] == pytest.approx((math.exp(2 * 0.01 * math.sqrt(2)) - 1) * 100)
     assert report["comparisons"][0]["benchmarks"][0]["config_diff"] == []
     assert code == 1 and FLOPS in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_run_against_itself_is_no_change_and_passes_the_gate(probe_runs: Path) -> None:
     code, out, _ = compare(probe_runs, "avx", "avx", "--fail-on-regression", "5")
-    assert code == 0 and "no significant change" in out and "worse" not in out
+    assert code == 0 and "no verdict: one process a side" in out and "worse" not in out
 
 
-def test_markdown_and_csv_outputs_parse(probe_runs: Path, tmp_path: Path) -> None:
+def test_markdown_and_csv_outputs_parse(calibrated_runs: Path, tmp_path: Path) -> None:
     sse_run_is_slower()
     out_file = tmp_path / "cmp.md"
-    code, out, _ = compare(probe_runs, "avx", "sse", "--format", "md", "--out", str(out_file))
+    code, out, _ = compare(calibrated_runs, "avx", "sse", "--format", "md", "--out", str(out_file))
     assert code == 1 and out == ""  # written, and the gate still fails on the worse figure
     lines = out_file.read_text().splitlines()
     header = next(i for i, line in enumerate(lines) if line.startswith("| metric"))
@@ -125,23 +156,23 @@ def test_markdown_and_csv_outputs_parse(probe_runs: Path, tmp_path: Path) -> Non
     assert all(line.count("|") == 10 for line in lines[header:] if line.startswith("|"))
     assert any("probe_achieved_flop_per_second" in line and "worse" in line for line in lines)
     assert lines[0].startswith("test: within run;")  # which test it used, above the tables
-    code, out, _ = compare(probe_runs, "avx", "sse", "--format", "csv")
+    code, out, _ = compare(calibrated_runs, "avx", "sse", "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 1 and {r["metric"] for r in rows} == {FLOPS}
 
 
-def test_a_baseline_is_a_plain_file_of_records_and_compares_like_its_run(probe_runs: Path) -> None:
+def test_a_baseline_is_a_plain_file_of_records_and_compares_like_its_run(calibrated_runs: Path) -> None:
     sse_run_is_slower()
-    assert run_cli("baseline", "--results-dir", str(probe_runs), "set", "main", "avx").returncode == 0
-    stored = json.loads((probe_runs / "baselines" / "main.json").read_text())
+    assert run_cli("baseline", "--results-dir", str(calibrated_runs), "set", "main", "avx").returncode == 0
+    stored = json.loads((calibrated_runs / "baselines" / "main.json").read_text())
     assert stored["run_id"] == "avx" and stored["records"][0]["benchmark"] == "probe"
-    assert not (probe_runs / "baselines" / "main").exists()  # the records, not a copy of the run folder
-    listed = run_cli("baseline", "--results-dir", str(probe_runs), "list")
+    assert not (calibrated_runs / "baselines" / "main").exists()  # the records, not a copy of the run folder
+    listed = run_cli("baseline", "--results-dir", str(calibrated_runs), "list")
     assert "main" in listed.stdout and "avx" in listed.stdout
-    code, out, _ = compare(probe_runs, "--baseline", "main", "sse", "--format", "json")
+    code, out, _ = compare(calibrated_runs, "--baseline", "main", "sse", "--format", "json")
     assert code == 1 and json.loads(out)["comparisons"][0]["base"] == "avx"
-    assert run_cli("baseline", "--results-dir", str(probe_runs), "rm", "main").returncode == 0
-    assert not (probe_runs / "baselines" / "main.json").exists()
+    assert run_cli("baseline", "--results-dir", str(calibrated_runs), "rm", "main").returncode == 0
+    assert not (calibrated_runs / "baselines" / "main.json").exists()
 
 
 @pytest.mark.vulkan
@@ -247,9 +278,14 @@ def test_figures_of_metrics_another_version_wrote_are_left_out_with_a_note(probe
     assert data["rows"] and all(row["metric"] != "fleetbench_from_the_future" for row in data["rows"])
 
 
-def test_a_per_metric_threshold_overrides_the_gate(probe_runs: Path) -> None:
-    loose = f"compare.fail_thresholds_pct={{{FLOPS}: 99}}"
-    code, _, err = compare(probe_runs, "avx", "sse", "--fail-on-regression", "5", "--set", loose)
+def test_a_per_metric_threshold_overrides_the_gate_as_a_factor(calibrated_runs: Path) -> None:
+    sse_run_is_slower()
+    # the rate fell to 1/3-1/6: a factor of 200-500 %, which a plain-percentage bar of 99 % never caught
+    strict = f"compare.fail_thresholds_pct={{{FLOPS}: 99}}"
+    code, _, err = compare(calibrated_runs, "avx", "sse", "--fail-on-regression", "5", "--set", strict)
+    assert code == 1 and "worse by a factor beyond 99%" in err
+    loose = f"compare.fail_thresholds_pct={{{FLOPS}: 1000}}"
+    code, _, err = compare(calibrated_runs, "avx", "sse", "--fail-on-regression", "5", "--set", loose)
     assert code == 0 and err == ""
 
 

@@ -343,7 +343,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         # the benchmark whose figure it is, `metric` the headline metric, `figure` its labels as k=v.
         _spec("fleetbench_compare_change_ratio", "gauge", "ratio",
               "Relative change (new - base) / base of a headline figure, labelled with the verdict fleetbench "
-              "compare gave it (better, worse, no significant change, no direction, not judged)",
+              "compare gave it (better, worse, no significant change, no direction, not judged, unstable, "
+              "not enough independent samples to judge)",
               "base", "new", "compared", "metric", "figure", "verdict"),
         _spec("fleetbench_history_step_ratio", "gauge", "ratio",
               "Relative change (after - before) / before of a step fleetbench history found in a headline "

@@ -11,3 +11,9 @@ class UserError(Exception):
     def __str__(self) -> str:
         # Keep the promise of one line even when a library error text spans several.
         return " ".join(super().__str__().split())
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that every `finally` and `with` on the way out runs as for
+    Ctrl-C: temporary folders and worktrees removed, half-written files taken back, child processes
+    stopped. The CLI answers it as an interrupt (exit 130)."""

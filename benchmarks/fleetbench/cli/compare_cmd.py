@@ -6,12 +6,24 @@ fleetbench compare --rounds --new-set probe.threads=1 -- probe --set probe.matmu
                                                     base and new in 20 processes each (compare.rounds), interleaved
 fleetbench compare --rounds --base-rev main --new-rev HEAD -- probe
                                                     two commits, through git worktree (asv continuous)
-fleetbench compare A B --fail-on-regression 5       fail only when a figure is significantly >5 % worse
+fleetbench compare A B --fail-on-regression 5       fail only when a figure is significantly worse by a factor > 1.05
 fleetbench compare A B --format md --out cmp.md     a pull-request comment (also csv, json)
 fleetbench baseline set main RUN | list | rm main
+The verdict, one rule: a figure is worse (or better) when Mann-Whitney U on the logs of its independent
+samples rejects at compare.alpha after Holm's correction across the comparison's figures, and its
+Hodges-Lehmann factor is at least its minimum change (max of compare.min_change_pct and the noise
+floor of this machine class, fleetbench noise). Effects are factors: a rate halving and a time doubling
+are both a 100 % change, for the minimum change and --fail-on-regression alike. The interval shown is
+the test's own confidence set (Hodges-Lehmann), so it excludes no change exactly when the test rejects.
+Independent samples are processes (--rounds N, 3 to 1000; baselines of fleetbench noise); a single pair
+of runs is judged only against a noise floor calibrated for this machine class, else its figures are
+printed with "not enough independent samples to judge" (exit 0 unless a failure). A figure whose
+processes spread by more than compare.unstable_spread_pct, or that ran under a load average above
+compare.max_load_per_core per core, is "unstable": no verdict, and what to do.
 Exit status: 0 no regression; 1 a regression (a figure judged worse, or a benchmark ok in base that
 failed or went missing in new), each named; 2 bad input or nothing comparable; `baseline list` 3 when
-a baseline file it lists is damaged (named on stderr).
+a baseline file it lists is damaged (named on stderr); 130 interrupted, SIGINT or SIGTERM (the --rounds
+worktrees are removed first).
 """
 
 from __future__ import annotations
@@ -36,10 +48,27 @@ from fleetbench.fsutil import check_output_file, refuse_foreign_file, write_text
 if TYPE_CHECKING:  # the compare package loads scipy: only when a comparison runs
     from fleetbench.compare.gate import Regression
     from fleetbench.compare.matching import Comparison
+    from fleetbench.compare.stability import Limits
+    from fleetbench.config.compare import CompareConfig
     from fleetbench.results.record import ResultRecord
 
 FORMATS = ("table", "md", "csv", "json")
 PARTIAL_EXIT = 3  # docs/exit-status.md: finished, but the result leaves something out
+MIN_ROUNDS, MAX_ROUNDS = 3, 1000  # fewer than 3 a side: no test has a verdict; more: days of processes
+
+
+def rounds_count(text: str) -> int:
+    """--rounds N: a whole number of processes per side in MIN_ROUNDS..MAX_ROUNDS (an argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not MIN_ROUNDS <= value <= MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not accepted; accepted: {MIN_ROUNDS} to {MAX_ROUNDS} processes per side "
+            f"(fewer than {MIN_ROUNDS} independent samples a side can give no verdict)"
+        )
+    return value
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -61,7 +90,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--fail-on-regression",
         type=float,
         metavar="PCT",
-        help="exit 1 only when a figure is significantly worse by more than PCT percent (default: when worse at all)",
+        help="exit 1 only when a figure is significantly worse by a factor of more than 1 + PCT/100 (a rate halved "
+        "and a time doubled are both 100 %%; default: when worse at all)",
     )
     add_rounds_options(compare)
     compare.add_argument(
@@ -100,10 +130,10 @@ def add_rounds_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--rounds",
         nargs="?",
-        type=int,
+        type=rounds_count,
         const=0,
         metavar="N",
-        help="run base and new in N processes each, interleaved, and test per-process summaries "
+        help="run base and new in N processes each (3 to 1000), interleaved, and test per-process summaries "
         "(N default: compare.rounds, 20); the benchmark command follows --",
     )
     group.add_argument("--base-set", action="append", default=[], metavar="KEY=VALUE", help="base's config overrides")
@@ -167,10 +197,15 @@ def _check_args(args: argparse.Namespace) -> None:
                        ("--base-rev", args.base_rev), ("--new-rev", args.new_rev)) if value]  # fmt: skip
         if rounds_only:
             raise UserError(f"{rounds_only[0]} applies to --rounds; pass --rounds N -- COMMAND, or drop it")
-    elif args.rounds < 0 or args.rounds == 1:
-        raise UserError(f"--rounds {args.rounds} is not accepted; accepted: 2 or more processes per side")
     elif args.baseline is not None:
         raise UserError("--rounds runs both sides; --baseline compares with stored runs: pass one of them")
+
+
+def limits_from(cfg: CompareConfig) -> Limits:
+    """When a comparison between processes is too noisy to judge, from the compare section."""
+    from fleetbench.compare.stability import Limits
+
+    return Limits(cfg.unstable_spread_pct, cfg.max_load_per_core, cfg.max_steal_pct)
 
 
 def _named_comparisons(args: argparse.Namespace, config: FleetbenchConfig) -> list[Comparison]:
@@ -187,10 +222,11 @@ def _named_comparisons(args: argparse.Namespace, config: FleetbenchConfig) -> li
         raise UserError("compare needs BASE and at least one NEW run (or --baseline NAME and a NEW run)")
     else:
         base, news = load_run(args.runs[0], root), [load_run(r, root) for r in args.runs[1:]]
-    settings = settings_from(cfg)
+    settings, limits = settings_from(cfg), limits_from(cfg)
+    calibrations = [find_calibration(base, new, root) for new in news]
     return [
-        compare_runs(base, new, settings, args.allow_mismatch, find_calibration(base, new, root), cfg.noise_factor)
-        for new in news
+        compare_runs(base, new, settings, args.allow_mismatch, calibration, cfg.noise_factor, limits)
+        for new, calibration in zip(news, calibrations, strict=True)
     ]
 
 
@@ -209,8 +245,12 @@ def _rounds_comparison(args: argparse.Namespace, config: FleetbenchConfig, conso
     )  # fmt: skip
     rounds.check_overrides((plan.base, plan.new))
     started = time.monotonic()
-    with rounds.checkouts(plan.repo, (plan.base, plan.new)) as sources:
-        outcome = rounds.run_rounds(plan, sources, lambda line: console.print(line, markup=False, highlight=False))
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False)
+
+    with rounds.checkouts(plan.repo, (plan.base, plan.new), say) as sources:
+        outcome = rounds.run_rounds(plan, sources, say)
     base = rounds.side_ref(outcome, plan.base, rounds.describe_side(plan.base))
     new = rounds.side_ref(outcome, plan.new, rounds.describe_side(plan.new))
     console.print(
@@ -218,7 +258,8 @@ def _rounds_comparison(args: argparse.Namespace, config: FleetbenchConfig, conso
     )
     cfg = config.compare
     calibration = find_calibration(base, new, config.run.results_dir)
-    return compare_runs(base, new, settings_from(cfg), args.allow_mismatch, calibration, cfg.noise_factor)
+    return compare_runs(base, new, settings_from(cfg), args.allow_mismatch, calibration, cfg.noise_factor,
+                        limits_from(cfg))  # fmt: skip
 
 
 def _emit(args: argparse.Namespace, comparisons: list[Comparison], failures: list[Regression]) -> None:

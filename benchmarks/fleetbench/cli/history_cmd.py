@@ -3,10 +3,13 @@
 fleetbench history probe_achieved_flop_per_second                     every series of the metric
 fleetbench history fleetbench_step_seconds --benchmark train --png h.png
 fleetbench history probe_achieved_flop_per_second --label size=256 --format json
-Prints one table per series (benchmark and labels): each step found (change-point detection, PELT
-with an L1 cost on the log values, as asv's step detection), the run and commit where it happened, the
+Prints one table per series (benchmark, labels and machine class: CPU model, cores, GPU, driver): the
+points in commit order (git rev-list --topo-order of the runs' commits in --repo, each commit's
+processes together), each step found (change-point detection, PELT with an L1 cost on the log values,
+as asv's step detection, moved to a commit boundary), the run and commit where it happened, the
 medians before and after and the change; writes the series with the steps marked to a PNG
-(default results/history/<metric>.png). Exit status: 0; 2 bad input or no run holds the metric.
+(default results/history/<metric>.png). Runs whose commit --repo does not hold are left out, said in a
+warning. Exit status: 0; 2 bad input or no run holds the metric.
 """
 
 from __future__ import annotations
@@ -40,10 +43,17 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     history.add_argument("metric", metavar="METRIC", help="a headline metric, with or without the fleetbench_ prefix")
     history.add_argument("--benchmark", metavar="NAME", help="only this benchmark's records")
     history.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="only figures with it")
-    history.add_argument("--penalty", type=float, default=2.0, metavar="K", help="per step, x sigma x ln n (2)")
+    history.add_argument("--penalty", type=float, default=3.0, metavar="K", help="per step, x sigma x ln n (3)")
     history.add_argument("--png", type=Path, metavar="FILE", help="the plot (default results/history/METRIC.png)")
     history.add_argument(
         "--force", action="store_true", help="replace the --png file even when this command did not write it"
+    )
+    history.add_argument(
+        "--repo",
+        type=Path,
+        default=Path("."),
+        metavar="DIR",
+        help="git checkout whose commit graph orders the runs (.)",
     )
     history.add_argument("--format", default="table", help="table or json (default: table)")
     history.add_argument(
@@ -106,7 +116,10 @@ def step_table(series: Series, found: list[Step]) -> Table:
     from fleetbench.compare.formats import human, labels_text
 
     unit = spec(series.metric).unit
-    title = f"{series.benchmark} {series.metric} {labels_text(series.labels)}: {len(series.points)} runs".strip()
+    title = (
+        f"{series.benchmark} {series.metric} {labels_text(series.labels)} on {series.machine}: "
+        f"{len(series.points)} runs, {len({p.commit for p in series.points})} commits"
+    )
     table = Table(title=title)
     for column in ("step at run", "commit", "time", "before", "after", "change"):
         table.add_column(column, justify="right" if column in ("before", "after", "change") else "left")
@@ -119,7 +132,8 @@ def step_table(series: Series, found: list[Step]) -> Table:
 
 
 def _point(p: Any) -> dict[str, Any]:
-    return {"run_id": p.run_id, "commit": p.commit, "time": p.time.isoformat(), "value": p.value, "source": p.source}
+    return {"run_id": p.run_id, "commit": p.commit, "time": p.time.isoformat(), "value": p.value, "source": p.source,
+            "machine": p.machine}  # fmt: skip
 
 
 def _step(f: Step) -> dict[str, Any]:
@@ -136,6 +150,7 @@ def as_json(panels: list[tuple[Series, list[Step]]], png: Path) -> str:
             "benchmark": s.benchmark,
             "metric": s.metric,
             "labels": s.labels,
+            "machine": s.machine,
             "points": [_point(p) for p in s.points],
             "steps": [_step(f) for f in found],
         }
@@ -156,7 +171,7 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
     metric, labels, url = _check(args)
     require_scipy()
     root = check_results_root(Path(args.results_dir))  # a file, a loop or no folder is said as such
-    found = history.collect(root, metric, args.benchmark, labels)
+    found = history.collect(root, metric, args.benchmark, labels, args.repo)
     for warning in found.warnings:
         console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if not found.series:

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from fleetbench.cli.parser import OneLineParser
 from fleetbench.envvars import warn_unknown_variables
-from fleetbench.errors import UserError
+from fleetbench.errors import Terminated, UserError
 from fleetbench.logs import (
     DEBUG_ENV,
     DEFAULT_LEVEL,
@@ -56,6 +56,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "compare_cmd",
     "noise": "noise_cmd",
     "history": "history_cmd",
+    "bisect": "bisect_cmd",
     "stack": "stack_cmd",
     "dashboards": "dashboards_cmd",
     "images": "images_cmd",
@@ -157,11 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     """
     with _sigterm_interrupts():
         return _main(argv)
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised where the program is, so that every `finally` and `with` on the way out runs as for
-    Ctrl-C: temporary folders removed, half-written files taken back, child processes stopped."""
 
 
 @contextlib.contextmanager

@@ -1,12 +1,14 @@
-"""`fleetbench noise`: this machine's run-to-run noise, measured once, for the gate's minimum change.
+"""`fleetbench noise`: the run-to-run noise of this machine class, measured once, for the gate's minimum change.
 
 fleetbench noise -- probe --set probe.threads=1             2 x 20 processes of the same command
 fleetbench noise --rounds 6 --baseline main -- probe        ... and keep them as baseline `main`
-Runs the command in 2 x N processes, interleaved as an A/A comparison (compare --rounds with the same
-configuration on both sides), and files each headline figure's noise (robust CV of the per-process
-medians, and of the per-process best samples) under results/calibration/ for this machine. compare then sets each figure's minimum change
-to max(compare.min_change_pct, compare.noise_factor x noise x sqrt(2/n)). Prints the noise, the
-minimum change it implies for a single pair and for --rounds N, and the A/A comparison itself.
+Runs the command in 2 x N processes (N: 3 to 1000), interleaved as an A/A comparison (compare --rounds
+with the same configuration on both sides), and files each headline figure's noise (the robust spread
+of the logs of the per-process medians, and of the per-process best samples) under
+results/calibration/ for this machine class (CPU model, cores, GPU model, count and driver; never the
+host name, so CI runners of one kind share it). Prints the noise and exactly the minimum change
+compare applies at the default compare settings (the same function computes both): for a single pair
+of runs and for --rounds N; then the A/A comparison itself.
 Exit status: 0 calibrated; 2 bad input or a process that failed (nothing is filed then).
 """
 
@@ -19,12 +21,14 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from fleetbench.cli.compare_cmd import rounds_count
 from fleetbench.cli.options import add_results_dir
 from fleetbench.errors import UserError
 
 if TYPE_CHECKING:
     from fleetbench.compare.noise import Calibration
     from fleetbench.compare.rounds import Outcome
+    from fleetbench.config.compare import CompareConfig
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +41,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     noise.add_argument("command", nargs="*", metavar="COMMAND", help="-- then the benchmark command, e.g. -- probe")
     noise.add_argument(
-        "--rounds", type=int, metavar="N", help="processes per side, 2 x N in all (default: compare.rounds, 20)"
+        "--rounds",
+        type=rounds_count,
+        metavar="N",
+        help="processes per side, 2 x N in all, 3 to 1000 (default: compare.rounds, 20)",
     )
     noise.add_argument("--baseline", metavar="NAME", help="also keep the processes and their noise as baseline NAME")
     noise.add_argument("--run-prefix", metavar="PREFIX", help="run ids PREFIX-base-01 ... (default: noise-<time>)")
@@ -53,8 +60,6 @@ def _check(args: argparse.Namespace) -> None:
     check_command(tuple(args.command))
     if args.rounds is None:  # the noise of as many processes as compare runs by default
         args.rounds = CompareConfig().rounds
-    if args.rounds < 3:
-        raise UserError(f"--rounds {args.rounds} is not accepted; accepted: 3 or more (2 x N processes are measured)")
     if args.baseline is not None:
         check_name(args.baseline)
 
@@ -75,14 +80,21 @@ def _run(args: argparse.Namespace, root: Path, console: Console) -> Outcome:
     return outcome
 
 
-def noise_table(calibration: Calibration, rounds: int, floor: float, factor: float) -> Table:
-    """Each figure's noise and the minimum change it implies."""
-    from fleetbench.compare.formats import labels_text, short_metric
-    from fleetbench.compare.noise import min_change_pct
+def noise_table(calibration: Calibration, rounds: int, cfg: CompareConfig) -> Table:
+    """Each figure's noise and exactly the minimum change compare applies with `cfg` (noise.bar_pct)."""
+    import dataclasses
 
-    table = Table(title=f"run-to-run noise of this machine ({calibration.processes} processes)")
-    columns = ("benchmark", "metric", "labels", "noise", "noise, best sample", "min change, one pair",
-               f"min change, --rounds {rounds}")  # fmt: skip
+    from fleetbench.compare.formats import labels_text, short_metric
+    from fleetbench.compare.noise import bar_pct, describe_class
+    from fleetbench.compare.statistics import settings_from
+
+    within = dataclasses.replace(settings_from(cfg), scope="within run")
+    between = dataclasses.replace(settings_from(cfg), scope="between processes")
+    table = Table(
+        title=f"run-to-run noise of {describe_class(calibration.machine)} ({calibration.processes} processes)"
+    )
+    columns = ("benchmark", "metric", "labels", "noise, median", "noise, best sample", "min change, one pair",
+               f"min change, --rounds {rounds} ({cfg.process_summary})")  # fmt: skip
     for column in columns:
         table.add_column(column, justify="right" if "noise" in column or "min" in column else "left")
     for figure in calibration.figures:
@@ -92,8 +104,8 @@ def noise_table(calibration: Calibration, rounds: int, floor: float, factor: flo
             labels_text(figure.labels),
             f"{figure.noise_pct:.2f}%",
             f"{figure.best_noise_pct:.2f}%" if figure.best_noise_pct is not None else "-",
-            f"{min_change_pct(floor, factor, figure.noise_pct, 1):.1f}%",
-            f"{min_change_pct(floor, factor, figure.noise_pct, rounds):.1f}%",
+            f"{bar_pct(figure, within, cfg.noise_factor, 1):.1f}%",
+            f"{bar_pct(figure, between, cfg.noise_factor, rounds):.1f}%",
         )
     return table
 
@@ -118,7 +130,7 @@ def handle_noise(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"noise: {' '.join(args.command)} recorded no headline figures; nothing to calibrate")
     path = noise.store(root, calibration)
     defaults = CompareConfig()
-    Console(width=160).print(noise_table(calibration, args.rounds, defaults.min_change_pct, defaults.noise_factor))
+    Console(width=160).print(noise_table(calibration, args.rounds, defaults))
     console.print(f"noise calibration: {path}", markup=False)
     if args.baseline:
         baseline = Baseline(args.baseline, outcome.prefix, "fleetbench noise", "", records, len(processes), calibration)

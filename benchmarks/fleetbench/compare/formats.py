@@ -100,7 +100,8 @@ def comparison_notes(comparison: Comparison) -> list[str]:
 def benchmark_notes(bench: BenchmarkComparison) -> list[str]:
     """The benchmark's notes and its geometric-mean summary."""
     summary = geomean_text(bench)
-    return [*bench.notes, *([summary] if summary else [])]
+    whys = list(dict.fromkeys(row.change.why for row in bench.rows if row.change is not None and row.change.why))
+    return [*bench.notes, *[f"no verdict: {why}" for why in whys], *([summary] if summary else [])]
 
 
 def heading(comparison: Comparison, bench: BenchmarkComparison) -> str:
@@ -171,8 +172,10 @@ def to_records(comparisons: list[Comparison]) -> list[dict[str, Any]]:
                         "p_value": change.p_value if change else None,
                         "p_adjusted": change.p_adjusted if change else None,
                         "min_change_pct": change.min_change_pct if change else None,
+                        "factor_pct": change.factor_pct if change and math.isfinite(change.factor_pct) else None,
                         "method": row.note,
                         "verdict": row.verdict,
+                        "why": change.why if change and change.why else None,
                         "excluded": row.excluded,
                         "mismatch": mismatch_text(bench) or None,
                     }

@@ -6,8 +6,12 @@
   interval that excludes no change, and beyond its minimum change (which the machine's noise
   calibration sets, `compare/noise.py`). That is the default gate.
 - With `--fail-on-regression PCT` (or `compare.fail_on_regression_pct`, and per metric
-  `compare.fail_thresholds_pct`), a worse figure fails only when it is worse by more than PCT: like
-  asv continuous' factor, on top of the test, so a real but small slow-down can be let through.
+  `compare.fail_thresholds_pct`), a worse figure fails only when it is worse by a factor of more than
+  1 + PCT/100: like asv continuous' factor, on top of the test. A factor, so a rate that halved and a
+  time that doubled are both 100 % worse: PCT 50 fails both, where a plain percentage would let the
+  rate's -50 % pass and could never fail a rate past 100 %.
+- Figures without a verdict (not enough independent samples, unstable) never fail the gate: they say
+  why instead.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ class Regression:
         if self.reason:
             return f"{self.benchmark} {self.metric}{where}".strip() + f": {self.reason}"
         change = f"{self.change_pct:+.1f}%" if self.change_pct is not None else "?"
-        bar = f"threshold {self.threshold_pct:g}%" if self.threshold_pct else "significantly worse"
+        bar = f"worse by a factor beyond {self.threshold_pct:g}%" if self.threshold_pct else "significantly worse"
         return f"{self.benchmark} {self.metric}{where} {change} ({bar})"
 
 
@@ -61,6 +65,6 @@ def regressions(
                 change = row.change
                 if change is None or row.excluded or change.verdict != "worse":
                     continue
-                if threshold is None or abs(change.change_pct) > threshold:
+                if threshold is None or change.factor_pct > threshold:
                     found.append(Regression(bench.benchmark, row.metric, row.labels, change.change_pct, threshold))
     return found

@@ -25,8 +25,11 @@ from typing import Any
 
 from fleetbench.catalogue import CATALOGUE, Better
 from fleetbench.compare import noise as noise_mod
+from fleetbench.compare import stability
 from fleetbench.compare.baselines import list_baselines, read_baseline
 from fleetbench.compare.statistics import (
+    SINGLE,
+    UNSTABLE,
     Change,
     Scope,
     Summary,
@@ -34,7 +37,9 @@ from fleetbench.compare.statistics import (
     adjust,
     compare_samples,
     geometric_mean_speed,
+    single,
     summarise,
+    without_verdict,
 )
 from fleetbench.compare.validity import check_records, figure_name
 from fleetbench.errors import UserError
@@ -59,6 +64,7 @@ class RunRef:
     noise: noise_mod.Calibration | None = None  # kept by a baseline
     crashed: tuple[str, ...] = ()  # processes that ended without a record: "run id: why"
     rounds: str = ""  # the `compare --rounds` invocation that ran these processes (its prefix); "" otherwise
+    load: tuple[stability.Load, ...] = ()  # the machine's load seen during each process (compare --rounds)
 
     @property
     def machine(self) -> dict[str, str]:
@@ -269,16 +275,30 @@ class Plan:
     noise_factor: float
     processes: int
     noise: dict[noise_mod.FigureKey, noise_mod.NoiseFigure]
+    load: tuple[stability.Load, ...] = ()  # both sides' processes
+    stability: stability.Limits = field(default_factory=stability.Limits)
 
 
 def figure_settings(plan: Plan, benchmark: str, figure: HeadlineFigure) -> TestSettings:
-    """The settings of one figure: its minimum change follows from its noise on this machine."""
+    """The settings of one figure: its minimum change follows from its noise on this machine class."""
     entry = plan.noise.get((benchmark, figure.metric, tuple(sorted(figure.labels.items()))))
-    floor = plan.settings.min_change_pct
-    best = plan.settings.scope == "between processes" and plan.settings.process_summary == "best"
-    noise = (entry.best_noise_pct if best and entry.best_noise_pct is not None else entry.noise_pct) if entry else None
-    bar = noise_mod.min_change_pct(floor, plan.noise_factor, noise, plan.processes)
+    bar = noise_mod.bar_pct(entry, plan.settings, plan.noise_factor, plan.processes)
     return dataclasses.replace(plan.settings, min_change_pct=bar)
+
+
+WITHIN_RUN = (
+    "one process a side: its steps are not independent samples and cannot see the run-to-run noise; "
+    "use compare --rounds N, or calibrate this machine class with fleetbench noise"
+)
+
+
+def _within_run(change: Change, plan: Plan, key: noise_mod.FigureKey, figure: HeadlineFigure) -> Change:
+    """A single pair of runs is judged only against a noise floor calibrated for the machine class."""
+    if key not in plan.noise:
+        return without_verdict(change, WITHIN_RUN)
+    if change.method == SINGLE or change.why:  # one value a side: the calibrated floor alone decides
+        return single(change.base, change.new, figure.better, change.min_change_pct)
+    return change
 
 
 def unknown_metrics(*records: ResultRecord) -> list[str]:
@@ -305,6 +325,12 @@ def pair_figures(benchmark: str, base: ResultRecord, new: ResultRecord, plan: Pl
                 raise UserError(
                     f"{figure_name(benchmark, figure)}: {exc}; accepted: figures within float range"
                 ) from None
+            if plan.settings.scope == "within run":
+                row.change = _within_run(row.change, plan, (benchmark, figure.metric, key[1]), figure)
+            else:
+                why = stability.unstable(b.samples, n.samples, plan.load, plan.stability)
+                if why and row.change.method != SINGLE and not row.change.why:
+                    row.change = without_verdict(row.change, why, UNSTABLE)
         rows.append(row)
     return rows
 
@@ -365,25 +391,29 @@ def _introduced(base: RunRef, new: RunRef, old: dict[str, ResultRecord], now: di
 
 def _noise_note(plan: Plan, calibration: noise_mod.Calibration | None) -> str:
     if calibration is None:
+        within = (
+            "" if plan.settings.scope == "between processes" else ("; a single pair of runs is not judged without one")
+        )
         return (
-            f"no noise calibration for this machine: minimum change {plan.settings.min_change_pct:g}% "
-            "(fleetbench noise measures the run-to-run noise and raises it where needed)"
+            f"no noise calibration for this machine class: minimum change {plan.settings.min_change_pct:g}% "
+            f"(fleetbench noise measures the run-to-run noise and raises it where needed){within}"
         )
     summary = f", per-process {plan.settings.process_summary}" if plan.settings.scope == "between processes" else ""
     return (
-        f"minimum change per figure: max({plan.settings.min_change_pct:g}%, {plan.noise_factor:g} x noise x "
-        f"sqrt(2/{plan.processes})), noise from the calibration of {calibration.set_at[:19]} "
-        f"({calibration.processes} processes){summary}"
+        f"minimum change per figure (as a factor): max({plan.settings.min_change_pct:g}%, {plan.noise_factor:g} x "
+        f"noise x sqrt(2/{plan.processes})), noise of {noise_mod.describe_class(calibration.machine)} from the "
+        f"calibration of {calibration.set_at[:19]} ({calibration.processes} processes){summary}"
     )
 
 
-def compare_runs(
+def compare_runs(  # noqa: PLR0913 (the comparison and how it is judged)
     base: RunRef,
     new: RunRef,
     settings: TestSettings,
     allow_mismatch: bool = False,
     calibration: noise_mod.Calibration | None = None,
     noise_factor: float = 2.0,
+    limits: stability.Limits | None = None,
 ) -> Comparison:
     """Match the runs' benchmarks and figures and test every pair as one family; refuses runs with nothing
     in common (and no failure of base's benchmarks in new)."""
@@ -402,7 +432,8 @@ def compare_runs(
         )
     processes = min(base.processes, new.processes) if pool else 1
     plan = Plan(dataclasses.replace(settings, scope=scope), noise_factor, processes,
-                calibration.lookup() if calibration else {})  # fmt: skip
+                calibration.lookup() if calibration else {}, base.load + new.load,
+                limits or stability.Limits())  # fmt: skip
     benchmarks = [_benchmark(name, old[name], now[name], plan, allow_mismatch) for name in common]
     judge_family(benchmarks, plan.settings)
     if pool:
@@ -424,11 +455,16 @@ def paired_by_round(base: RunRef, new: RunRef) -> bool:
 
 
 def smallest_p(n_base: int, n_new: int, paired: bool = False) -> float:
-    """The smallest two-sided p-value the test can give for samples of these sizes (no ties): Mann-Whitney
-    U's, or with `paired` the signed-rank test's over min(n_base, n_new) pairs."""
+    """The smallest two-sided p-value the test can give for samples of these sizes (no ties), by the normal
+    approximation the test uses: Mann-Whitney U's, or with `paired` the signed-rank test's over the pairs."""
+    from scipy import stats
+
     if paired:
-        return min(1.0, 2.0 / float(2 ** min(n_base, n_new)))
-    return min(1.0, 2.0 / math.comb(n_base + n_new, n_base))
+        n = min(n_base, n_new)
+        z = n * (n + 1) / 4.0 / math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
+    else:
+        z = n_base * n_new / 2.0 / math.sqrt(n_base * n_new * (n_base + n_new + 1) / 12.0)
+    return min(1.0, float(2.0 * stats.norm.sf(z)))
 
 
 def power_note(
@@ -459,17 +495,16 @@ def judge_family(benchmarks: list[BenchmarkComparison], settings: TestSettings) 
     for row, change in zip(judged, changes, strict=True):
         row.change = change
     for bench in benchmarks:
-        bench.geomean = geometric_mean_speed(
-            [(row.change, row.better) for row in bench.rows if row.change is not None and not row.excluded]
-        )
+        bench.geomean = geometric_mean_speed(  # only figures with a verdict: no summary size of a noisy run
+            [(row.change, row.better) for row in bench.rows
+             if row.change is not None and not row.excluded and not row.change.why]
+        )  # fmt: skip
 
 
 def find_calibration(base: RunRef, new: RunRef, results_root: Path) -> noise_mod.Calibration | None:
-    """The noise of the new side's machine: kept in the base baseline when it was made there, else filed
+    """The noise of the new side's machine class: kept in the base baseline when it was made on it, else filed
     under the results root by `fleetbench noise`; None when neither exists."""
-    from fleetbench.results.fingerprint import machine_key
-
     machine = new.machine
-    if base.noise is not None and machine and base.noise.key == machine_key(machine):
+    if base.noise is not None and machine and base.noise.key == noise_mod.class_key(machine):
         return base.noise
     return noise_mod.for_machine(results_root, machine)

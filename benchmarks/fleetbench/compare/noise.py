@@ -1,21 +1,23 @@
-"""Run-to-run noise of this machine, measured once (`fleetbench noise`), and the minimum change it implies.
+"""Run-to-run noise of a machine class, measured once (`fleetbench noise`), and the minimum change it implies.
 
 `fleetbench noise` runs the same configuration in 2 x N separate processes, interleaved like an A/A
-comparison, and keeps, for each headline figure, the spread of the per-process medians: the robust
-coefficient of variation, 1.4826 x MAD / median, in percent (the MAD ignores the odd process that
-a neighbour slowed down, as a standard deviation would not). It is filed per machine
-(`results/calibration/noise-<machine key>.json`, the key from the machine fingerprint) and kept in a
-baseline set on that machine, so a committed baseline carries the noise of the machine that made it.
+comparison, and keeps, for each headline figure, the spread of the per-process figures as a factor:
+1.4826 x MAD of their logs, in percent (the MAD ignores the odd process that a neighbour slowed
+down, as a standard deviation would not), of the per-process medians and of the per-process best
+samples. It is filed per **machine class**, not per host: the CPU model and the cores a process may
+use, the GPU model, count and driver (`results/calibration/noise-<class key>.json`), so ephemeral CI
+runners of one kind share it; a baseline set on that class keeps it.
 
-With `compare.process_summary=best` the noise of each process's best sample is used (kept beside
-it). The gate's minimum change of a figure follows from it (the documented rule):
+The gate's minimum change of a figure follows from it (the documented rule, `bar_pct`; `noise`
+prints exactly this bar, from the same function):
 
-    min change = max(compare.min_change_pct, compare.noise_factor x noise x sqrt(2 / n))
+    min change = (exp(max(ln(1 + compare.min_change_pct/100), k x noise/100 x sqrt(2/n))) - 1) x 100
 
-n is the processes per side (1 for a single pair of runs, where the within-run test cannot see this
-noise at all); noise x sqrt(2/n) is the spread of the difference of two means of n processes, and
-the factor k = 2 puts the bar near a 95 % band of it. Without a calibration the minimum is
-compare.min_change_pct (1 %) and compare says so.
+noise being the figure's noise for the process summary compare uses (compare.process_summary: the
+best sample's by default), k compare.noise_factor (2: near a 95 % band of the difference of two
+means of n processes' logs), n the processes per side (1 for a single pair of runs, whose steps
+cannot see this noise at all). Changes are factors: the bar is the same for a rate and for a time.
+Without a calibration the minimum is compare.min_change_pct (1 %) and compare says so.
 """
 
 from __future__ import annotations
@@ -28,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench import jsonio
-from fleetbench.compare.statistics import Summary, summarise
+from fleetbench.compare.statistics import Summary, TestSettings, summarise
 from fleetbench.errors import UserError
 from fleetbench.fsutil import write_text_atomic
-from fleetbench.results.fingerprint import machine_key
 from fleetbench.results.record import ResultRecord
 from fleetbench.runinfo import utc_now
 
@@ -71,8 +72,8 @@ class Calibration:
 
     @property
     def key(self) -> str:
-        """The machine key the calibration is filed under."""
-        return machine_key(self.machine)
+        """The machine class key the calibration is filed under."""
+        return class_key(self.machine)
 
     def lookup(self) -> dict[FigureKey, NoiseFigure]:
         """The figures by key."""
@@ -84,18 +85,36 @@ class Calibration:
 
 
 def robust_cv_pct(values: Sequence[float]) -> float:
-    """1.4826 x median absolute deviation / median, in percent (scaled first: no overflow)."""
+    """The spread of positive values as a factor: 1.4826 x MAD of their logs, in percent (inf with a zero)."""
     import numpy as np
 
     data = np.asarray(values, dtype=float)
-    scale = float(np.max(np.abs(data)))
-    if scale == 0:
+    if len(data) == 0 or float(np.max(data)) <= 0:
         return 0.0
-    data = data / scale
-    centre = float(np.median(data))
-    if centre == 0:
+    if float(np.min(data)) <= 0:
         return math.inf
-    return MAD_TO_SIGMA * float(np.median(np.abs(data - centre))) / abs(centre) * 100.0
+    logs = np.log(data / float(np.max(data)))
+    return MAD_TO_SIGMA * float(np.median(np.abs(logs - np.median(logs)))) * 100.0
+
+
+# What makes machines alike for their noise: a CI runner of the same kind has the same class.
+CLASS_KEYS = ("cpu_model", "cpu_count", "gpu_model", "gpu_count", "gpu_driver")
+
+
+def class_key(fingerprint: Mapping[str, str]) -> str:
+    """A short stable id of the machine class (CLASS_KEYS of the fingerprint, never the host name)."""
+    import hashlib
+
+    text = "\n".join(f"{key}={fingerprint.get(key, '')}" for key in CLASS_KEYS)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def describe_class(fingerprint: Mapping[str, str]) -> str:
+    """The machine class in words: CPU model and cores, GPU, count and driver where present."""
+    text = f"{fingerprint.get('cpu_model', '?')} x{fingerprint.get('cpu_count', '?')}"
+    if fingerprint.get("gpu_model"):
+        text += f", {fingerprint.get('gpu_count', '1')} x {fingerprint['gpu_model']} (driver {fingerprint.get('gpu_driver', '?')})"
+    return text
 
 
 def process_summaries(processes: Iterable[Sequence[ResultRecord]], how: Summary) -> dict[FigureKey, list[float]]:
@@ -173,14 +192,31 @@ def read(path: Path) -> Calibration | None:
 
 
 def for_machine(results_root: Path, fingerprint: Mapping[str, str]) -> Calibration | None:
-    """This machine's calibration under `results_root`, if one was made."""
+    """The calibration of this machine's class under `results_root`, if one was made."""
     if not fingerprint:
         return None
-    return read(calibration_path(results_root, machine_key(fingerprint)))
+    return read(calibration_path(results_root, class_key(fingerprint)))
 
 
 def min_change_pct(floor_pct: float, factor: float, noise_pct: float | None, processes: int) -> float:
-    """The documented rule: max(floor, k x noise x sqrt(2 / n)); the floor alone without a noise figure."""
+    """The documented rule on the log scale: the larger of the floor and k x noise x sqrt(2 / n), as factors."""
+    floor = math.log1p(floor_pct / 100.0)
     if noise_pct is None:
         return floor_pct
-    return max(floor_pct, factor * noise_pct * math.sqrt(2.0 / max(1, processes)))
+    bar = max(floor, factor * noise_pct / 100.0 * math.sqrt(2.0 / max(1, processes)))
+    return math.expm1(min(bar, 700.0)) * 100.0
+
+
+def figure_noise(entry: NoiseFigure | None, summary: Summary, between_processes: bool) -> float | None:
+    """The noise a comparison uses for a figure: the best sample's between processes summarised by their best."""
+    if entry is None:
+        return None
+    if between_processes and summary == "best" and entry.best_noise_pct is not None:
+        return entry.best_noise_pct
+    return entry.noise_pct
+
+
+def bar_pct(entry: NoiseFigure | None, settings: TestSettings, factor: float, processes: int) -> float:
+    """The minimum change compare applies to a figure: `noise` prints it from this same function."""
+    noise = figure_noise(entry, settings.process_summary, settings.scope == "between processes")
+    return min_change_pct(settings.min_change_pct, factor, noise, processes)

@@ -10,6 +10,11 @@ folder of its own under the results root (`<prefix>-base-01`, `<prefix>-new-01`,
 processes stay inspectable, and history sees them. A process of base that fails stops the
 comparison (exit 2: there is nothing to compare against); one of new that fails stops it too,
 and is reported as an introduced failure (exit 1).
+
+Around each process the load average and the CPU time stolen by the hypervisor are read (`Load`): a
+comparison whose processes ran on a busy machine is "unstable" (compare/stability.py). A SIGTERM
+while the worktrees exist ends the command as Ctrl-C does, after removing them (exit 130). When the
+sides run commits, uncommitted changes of the repository are not what is measured, and a note says so.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -26,9 +32,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleetbench.compare import stability
 from fleetbench.compare.matching import RunRef
 from fleetbench.compare.validity import check_records
-from fleetbench.errors import UserError
+from fleetbench.errors import Terminated, UserError
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.runinfo import new_run_id
@@ -72,6 +79,7 @@ class Outcome:
     seconds: list[float] = field(default_factory=list)
     run_ids: dict[str, list[str]] = field(default_factory=lambda: {"base": [], "new": []})
     prefix: str = ""
+    load: dict[str, list[stability.Load]] = field(default_factory=lambda: {"base": [], "new": []})
 
 
 def check_command(command: tuple[str, ...]) -> None:
@@ -120,33 +128,86 @@ def check_overrides(sides: tuple[Side, ...]) -> None:
             raise UserError(f"--{side.name}-set: {exc}") from None
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(
+        f"interrupted by signal {signum} (SIGTERM)"
+    )  # unwinds through the `finally` that removes the worktrees
+
+
 @contextlib.contextmanager
-def checkouts(repo: Path, sides: tuple[Side, ...]) -> Iterator[dict[str, Path]]:
-    """The sides' commits checked out with `git worktree add --detach` (removed at the end): name -> source."""
+def terminated_as_exit() -> Iterator[None]:
+    """While inside, SIGTERM raises Terminated (an interrupt: exit 130), so every `finally` runs (the main
+    thread only), also where the CLI's own handler is not installed."""
+    try:
+        previous = signal.signal(signal.SIGTERM, _terminate)
+    except ValueError:  # not the main thread: signals cannot be handled here
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def uncommitted_note(repo: Path) -> str:
+    """A note when `repo` has uncommitted changes to tracked files: the commits run, not those changes."""
+    try:
+        changed = _git(repo, "status", "--porcelain", "--untracked-files=no")
+    except UserError:
+        return ""
+    if not changed:
+        return ""
+    return (
+        f"note: {repo} has uncommitted changes ({len(changed.splitlines())} file(s)); the revisions are checked "
+        "out from their commits, so those changes are not what is measured"
+    )
+
+
+@contextlib.contextmanager
+def checkouts(
+    repo: Path, sides: tuple[Side, ...], report: Callable[[str], None] | None = None
+) -> Iterator[dict[str, Path]]:
+    """The sides' commits checked out with `git worktree add --detach` (removed at the end, SIGTERM
+    included): name -> source. Revisions that do not exist are refused before anything is made."""
     wanted = [side for side in sides if side.rev]
     if not wanted:
         yield {}
         return
     commits = {side.name: commit_of(repo, side) for side in wanted}
-    folder = Path(tempfile.mkdtemp(prefix="fleetbench-rounds-"))
-    made: list[Path] = []
-    try:
-        sources = {}
+    if report is not None and (note := uncommitted_note(repo)):
+        report(note)
+    with terminated_as_exit(), worktrees(repo, {side.name: commits[side.name] for side in wanted}) as trees:
         for side in wanted:
-            tree = folder / side.name
-            _git(repo, "worktree", "add", "--detach", str(tree), commits[side.name])
-            made.append(tree)
-            if not (tree / "benchmarks" / "fleetbench").is_dir():
+            if not (trees[side.name] / "benchmarks" / "fleetbench").is_dir():
                 raise UserError(
                     f"--{side.name}-rev {side.rev}: commit {commits[side.name][:12]} has no benchmarks/fleetbench"
                 )
-            sources[side.name] = tree / "benchmarks"
-        yield sources
+        yield {name: tree / "benchmarks" for name, tree in trees.items()}
+
+
+@contextlib.contextmanager
+def worktrees(repo: Path, commits: dict[str, str]) -> Iterator[dict[str, Path]]:
+    """Detached worktrees of `commits` (name -> commit) in a temporary folder; removed on any exit."""
+    folder = Path(tempfile.mkdtemp(prefix="fleetbench-rounds-"))
+    made: list[Path] = []
+    try:
+        trees = {}
+        for name, commit in commits.items():
+            tree = folder / name
+            made.append(tree)  # before `add`: a SIGTERM during it leaves a locked, half-made worktree
+            _git(repo, "worktree", "add", "--detach", str(tree), commit)
+            trees[name] = tree
+        yield trees
     finally:
         for tree in made:
             with contextlib.suppress(UserError):
-                _git(repo, "worktree", "remove", "--force", str(tree))
+                _git(repo, "worktree", "unlock", str(tree))
+            with contextlib.suppress(UserError):
+                _git(repo, "worktree", "remove", "--force", "--force", str(tree))
         shutil.rmtree(folder, ignore_errors=True)
+        if made:
+            with contextlib.suppress(UserError):
+                _git(repo, "worktree", "prune")
 
 
 def process_argv(plan: RoundsPlan, side: Side, run_id: str) -> list[str]:
@@ -196,11 +257,14 @@ def run_rounds(plan: RoundsPlan, sources: dict[str, Path], report: Callable[[str
         order = (plan.base, plan.new) if index % 2 == 0 else (plan.new, plan.base)
         for side in order:
             run_id = f"{prefix}-{side.name}-{index + 1:02d}"
-            started = time.monotonic()
+            started, before = time.monotonic(), stability.cpu_times()
             done = run_process(process_argv(plan, side, run_id), sources.get(side.name))
             out.seconds.append(time.monotonic() - started)
+            out.load[side.name].append(stability.load_between(before, stability.cpu_times()))
+            load = out.load[side.name][-1]
+            steal = f", steal {load.steal_pct:.1f} %" if load.steal_pct else ""
             report(f"round {index + 1}/{plan.rounds} {side.name}: {run_id} exit {done.returncode} "
-                   f"({out.seconds[-1]:.1f} s)")  # fmt: skip
+                   f"({out.seconds[-1]:.1f} s, load {load.load1:.2f} on {load.cores} cores{steal})")  # fmt: skip
             if not _collect(plan, side, run_id, done, out):
                 report(f"{side.name} failed in round {index + 1}: the remaining rounds are not run")
                 return out
@@ -211,7 +275,8 @@ def side_ref(outcome: Outcome, side: Side, label: str) -> RunRef:
     """One side's processes as a run of the comparison (figures checked like any run's)."""
     records = outcome.records[side.name]
     ref = RunRef(label, f"{outcome.prefix}-{side.name}", records, processes=len(outcome.run_ids[side.name]),
-                 crashed=tuple(outcome.crashed[side.name]), rounds=outcome.prefix)  # fmt: skip
+                 crashed=tuple(outcome.crashed[side.name]), rounds=outcome.prefix,
+                 load=tuple(outcome.load[side.name]))  # fmt: skip
     check_records(label, records)
     return ref
 

@@ -1,29 +1,27 @@
 """Is the difference between two sets of samples real? The test behind every verdict of `compare`.
 
-A figure with samples on both sides is tested with Mann-Whitney U (two-sided, no assumption of
-normality; scipy.stats.mannwhitneyu) and its change is the ratio of medians, new / base, with a
-percentile bootstrap confidence interval (scipy.stats.bootstrap). What the samples are decides what
-the test can see, and every row says which it used (`scope`):
+Every effect is judged as a factor, on the log scale: a rate that halves and a time that doubles are
+the same regression (a factor of 2: shown as -50.0 % and +100.0 %, sized 100 % against every bar).
+What is compared are the samples' logs:
 
-- **between processes** (`compare --rounds N`): one sample per process, that process's best sample
-  (or, with compare.process_summary=median, the median of its samples). Independent, and the
-  run-to-run variance is inside the test, as with pyperf's worker processes and asv's interleaved rounds.
-- **between processes, paired by round** (`compare --rounds N` with compare.pair_rounds=true): the
-  same per-process figures, but each round's base and new process, run one after the other, are a
-  pair. The test is Wilcoxon's signed-rank test on the pairs' log ratios (scipy.stats.wilcoxon) and
-  the change is the exponential of their median, with a bootstrap interval over the pairs: what
-  slowed the machine for a whole round (a device heating up, a frequency step) slows both of its
-  processes and drops out of the ratio. Off by default: where disturbances hit single processes it
-  caught no more (README, "How far the gate can be trusted").
-- **within run** (a single pair of runs): the steps (timed blocks, tries) of one process each. Not
-  independent, and blind to the run-to-run drift that dominates on shared machines, so its minimum
-  change has to carry that drift (see `min_change_pct` in `compare/noise.py`).
+- **between processes** (`compare --rounds N`, baselines of several processes): one sample per
+  process (its best sample, or with compare.process_summary=median its median). Mann-Whitney U,
+  two-sided, on the logs (scipy.stats.mannwhitneyu, normal approximation with the tie correction and
+  no continuity correction). The change is the Hodges-Lehmann estimate, exp(median of every
+  log(new_j) - log(base_i)), and its interval is the test's own confidence set: the shifts of the
+  logs that the same test does not reject at 1 - confidence_level (order statistics of those
+  differences). So a test that rejects at alpha has an interval at 1 - alpha that leaves out 1, and
+  the reverse: the interval never vetoes the test, nor the test the interval.
+- **paired by round** (compare.pair_rounds=true): Wilcoxon's signed-rank test on the pairs' log
+  ratios (normal approximation), the one-sample Hodges-Lehmann estimate (the median of the Walsh
+  averages) and its matching confidence set.
+- **within run** (a single pair of runs): the steps of one process each. Not independent, and blind
+  to the run-to-run drift: `compare` shows these figures but judges them only against a noise floor
+  calibrated for the machine class (`compare/noise.py`); otherwise "not enough independent samples".
 
-The change is significant when the test rejects at `alpha` (after the correction for testing many
-figures of one comparison at once, `adjust`), the interval excludes 1, and the change is at least the
-figure's minimum change: a real but negligible shift is no significant change, as in pyperf. A
-figure with a single value on either side cannot be tested: it is judged against
-`single_value_threshold_pct` alone, and says so.
+The verdict is one rule: a figure is better or worse when its test rejects at alpha after the
+correction across the comparison's figures (Holm by default) and its estimated factor is at least
+the figure's minimum change. Fewer than 3 samples a side: no verdict, and the row says why.
 
 Samples are scaled by their largest magnitude before any arithmetic, so figures near the float limits
 never overflow (no numpy RuntimeWarning); a change that is itself out of range is a ValueError.
@@ -34,10 +32,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
 
@@ -46,15 +43,19 @@ from fleetbench.catalogue import Better
 if TYPE_CHECKING:
     from fleetbench.config.compare import CompareConfig
 
-Verdict = Literal["better", "worse", "no significant change", "no direction"]
+NOT_ENOUGH: Final = "not enough independent samples to judge"
+UNSTABLE: Final = "unstable"
+Verdict = Literal[
+    "better", "worse", "no significant change", "no direction", "not enough independent samples to judge", "unstable"
+]
 Scope = Literal["within run", "between processes"]
 Correction = Literal["holm", "fdr_bh", "none"]
 Summary = Literal["median", "best"]
-SAMPLE_METHOD = "mann-whitney + bootstrap"
-PAIRED_METHOD = "paired by round: wilcoxon signed-rank + bootstrap"
+SAMPLE_METHOD = "mann-whitney on logs + hodges-lehmann"
+PAIRED_METHOD = "paired by round: wilcoxon signed-rank on log ratios + hodges-lehmann"
 SINGLE = "single value"
 
-# Fewer samples than this on a side and the test has no power; the threshold decides instead.
+# Fewer independent samples than this on a side: no verdict (the test has no power, and nothing else judges).
 MIN_SAMPLES = 3
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,6 @@ class TestSettings:
     confidence_level: float = 0.95
     min_change_pct: float = 1.0
     single_value_threshold_pct: float = 5.0
-    bootstrap_resamples: int = 2000
-    seed: int = 0
     correction: Correction = "holm"
     scope: Scope = "within run"
     process_summary: Summary = "best"
@@ -81,10 +80,18 @@ class TestSettings:
 def settings_from(cfg: CompareConfig) -> TestSettings:
     """The test settings of a `compare` config section (compare and report --compare read the same section)."""
     return TestSettings(
-        cfg.alpha, cfg.confidence_level, cfg.min_change_pct, cfg.single_value_threshold_pct,
-        cfg.bootstrap_resamples, cfg.seed, cfg.correction, process_summary=cfg.process_summary,
-        paired=cfg.pair_rounds,
+        cfg.alpha, cfg.confidence_level, cfg.min_change_pct, cfg.single_value_threshold_pct, cfg.correction,
+        process_summary=cfg.process_summary, paired=cfg.pair_rounds,
     )  # fmt: skip
+
+
+def factor_pct(ratio: float) -> float:
+    """The size of a change as a factor, whichever way it goes: (exp(|ln ratio|) - 1) x 100.
+
+    0.5 and 2.0 are both 100 %: the same change to a rate and to a time."""
+    if not (math.isfinite(ratio) and ratio > 0):
+        return math.inf
+    return (math.exp(abs(math.log(ratio))) - 1.0) * 100.0
 
 
 @dataclass(frozen=True)
@@ -93,20 +100,26 @@ class Change:
 
     base: float
     new: float
-    ratio: float  # new / base (medians of the samples when both sides have them)
-    ci_low: float | None  # confidence interval of the ratio; None for single values
+    ratio: float  # new / base: the Hodges-Lehmann estimate of tested figures, the values' ratio otherwise
+    ci_low: float | None  # confidence interval of the ratio; None where nothing was tested
     ci_high: float | None
     p_value: float | None  # the test's own p-value
-    method: str  # "within run: mann-whitney + bootstrap", "between processes: ...", "single value"
+    method: str  # "within run: mann-whitney on logs + hodges-lehmann", "single value", ...
     significant: bool
     verdict: Verdict
-    min_change_pct: float = 1.0  # the smallest change this figure could be called better or worse by
+    min_change_pct: float = 1.0  # the smallest factor (in %) this figure could be called better or worse by
     p_adjusted: float | None = None  # p after the correction across the comparison's figures
+    why: str = ""  # why there is no verdict (too few independent samples, unstable), when there is none
 
     @property
     def change_pct(self) -> float:
-        """(new - base) / base in percent."""
+        """(new - base) / base in percent (the display; judged by `factor_pct`)."""
         return (self.ratio - 1.0) * 100.0
+
+    @property
+    def factor_pct(self) -> float:
+        """The change's size as a factor, in percent: what the minimum change and the gate's bars compare with."""
+        return factor_pct(self.ratio)
 
     @property
     def ci_pct(self) -> tuple[float, float] | None:
@@ -119,14 +132,6 @@ class Change:
     def excludes_one(self) -> bool:
         """Whether the interval leaves out "no change"."""
         return self.ci_low is not None and self.ci_high is not None and (self.ci_low > 1.0 or self.ci_high < 1.0)
-
-
-def _ratio_of_medians(base: np.ndarray, new: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.asarray(np.median(new, axis=axis) / np.median(base, axis=axis))
-
-
-def _median(values: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.asarray(np.median(values, axis=axis))
 
 
 def _verdict(ratio: float, significant: bool, better: Better | None) -> Verdict:
@@ -153,46 +158,64 @@ def _scaled(base: Sequence[float], new: Sequence[float]) -> tuple[np.ndarray, np
     return (a / scale, b / scale) if scale > 0 else (a, b)
 
 
-def _single(base_value: float, new_value: float, better: Better | None, settings: TestSettings) -> Change:
+def without_verdict(change: Change, why: str, verdict: Verdict = NOT_ENOUGH) -> Change:
+    """The figures and the interval stay; the verdict says why there is none (never significant)."""
+    return dataclasses.replace(change, significant=False, verdict=verdict, why=why)
+
+
+def single(base_value: float, new_value: float, better: Better | None, threshold_pct: float) -> Change:
+    """One value a side judged against a calibrated noise floor alone: worse or better beyond it as a factor."""
     ratio = _ratio(base_value, new_value)
-    significant = abs(ratio - 1.0) * 100.0 >= settings.single_value_threshold_pct
-    verdict = _verdict(ratio, significant, better)
-    return Change(base_value, new_value, ratio, None, None, None, SINGLE, significant, verdict,
-                  settings.single_value_threshold_pct)  # fmt: skip
+    significant = factor_pct(ratio) >= threshold_pct
+    return Change(base_value, new_value, ratio, None, None, None, SINGLE, significant,
+                  _verdict(ratio, significant, better), threshold_pct)  # fmt: skip
 
 
 def judge(change: Change, p: float | None, better: Better | None, settings: TestSettings) -> Change:
-    """The verdict of a tested figure from p (raw or adjusted), its interval and its minimum change."""
-    if change.method == SINGLE:
+    """The one rule: p (adjusted) below alpha and the estimated factor at least the minimum change."""
+    if change.method == SINGLE or change.why:
         return change
-    big_enough = abs(change.ratio - 1.0) * 100.0 >= change.min_change_pct
-    significant = p is not None and p < settings.alpha and change.excludes_one and big_enough
+    significant = p is not None and p < settings.alpha and change.factor_pct >= change.min_change_pct
     return dataclasses.replace(change, significant=significant, verdict=_verdict(change.ratio, significant, better))
 
 
-def _interval(base: np.ndarray, new: np.ndarray, settings: TestSettings) -> tuple[float, float]:
-    """The bootstrap interval of the ratio of medians (percentile method, seeded)."""
-    return _bootstrap((base, new), _ratio_of_medians, settings)
+def _z(confidence_level: float) -> float:
+    from scipy import stats
+
+    return float(stats.norm.ppf(0.5 + confidence_level / 2.0))
 
 
-def _bootstrap(data: tuple[np.ndarray, ...], statistic: Any, settings: TestSettings) -> tuple[float, float]:
-    """A percentile bootstrap interval of `statistic` over `data` (seeded: the same runs, the same interval)."""
-    from scipy import stats  # the `compare` extra; formatting and matching work without it
+def hodges_lehmann(base_logs: np.ndarray, new_logs: np.ndarray, confidence_level: float) -> tuple[float, float, float]:
+    """The shift of new's logs over base's (median of every pairwise difference) and the Mann-Whitney
+    confidence set of it: the shifts the normal-approximation test with tie correction does not reject."""
+    m, n = len(base_logs), len(new_logs)
+    diffs = np.sort(np.subtract.outer(new_logs, base_logs).ravel())
+    everything = np.concatenate([base_logs, new_logs])
+    _, ties = np.unique(everything, return_counts=True)
+    total = m + n
+    variance = m * n / 12.0 * ((total + 1) - float(np.sum(ties**3 - ties)) / (total * (total - 1)))
+    # U(shift) counts the differences above the shift; it is accepted within mn/2 +- z sigma
+    k = math.ceil(m * n / 2.0 - _z(confidence_level) * math.sqrt(max(variance, 0.0)))
+    k = max(k, 1)
+    low = float(diffs[k - 1]) if k <= len(diffs) else -math.inf
+    high = float(diffs[len(diffs) - k]) if k <= len(diffs) else math.inf
+    if k > len(diffs) // 2 + 1:  # a degenerate set (every sample tied): the estimate alone
+        low = high = float(np.median(diffs))
+    return float(np.median(diffs)), min(low, high), max(low, high)
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        interval = stats.bootstrap(
-            data,
-            statistic,
-            vectorized=True,
-            n_resamples=settings.bootstrap_resamples,
-            confidence_level=settings.confidence_level,
-            method="percentile",
-            rng=np.random.default_rng(settings.seed),
-        ).confidence_interval
-    for warning in caught:  # a degenerate resampling (every sample equal) is a fact, not a fault
-        log.debug("bootstrap: %s", warning.message)
-    return float(interval.low), float(interval.high)
+
+def walsh_hodges_lehmann(log_ratios: np.ndarray, confidence_level: float) -> tuple[float, float, float]:
+    """The one-sample Hodges-Lehmann estimate of paired log ratios and the signed-rank confidence set."""
+    n = len(log_ratios)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((log_ratios[i] + log_ratios[j]) / 2.0)
+    count = len(walsh)
+    sigma = math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
+    k = max(1, math.ceil(count / 2.0 - _z(confidence_level) * sigma))
+    if k > count // 2 + 1:
+        centre = float(np.median(walsh))
+        return centre, centre, centre
+    return float(np.median(walsh)), float(walsh[k - 1]), float(walsh[count - k])
 
 
 def compare_samples(
@@ -203,10 +226,10 @@ def compare_samples(
     better: Better | None,
     settings: TestSettings | None = None,
 ) -> Change:
-    """Compare one figure of two runs: tested on the samples when both have enough, else by threshold.
-
-    The verdict here uses the test's own p-value; `adjust` re-judges a comparison's figures together.
-    Raises ValueError for a sample that is not finite or a change out of the float range.
+    """Compare one figure of two runs on the logs of its samples (the verdict on the test's own p-value;
+    `adjust` re-judges a comparison's figures together). Fewer than MIN_SAMPLES a side, or a sample
+    that is zero: no verdict, said why. Raises ValueError for a sample that is not finite or a change
+    out of the float range.
     """
     settings = settings or TestSettings()
     with np.errstate(all="raise"):
@@ -214,6 +237,15 @@ def compare_samples(
             return _compare(base_value, new_value, base_samples, new_samples, better, settings)
         except FloatingPointError as exc:
             raise ValueError(f"the change is out of range ({exc})") from None
+
+
+def too_few(base_count: int, new_count: int, scope: Scope) -> str:
+    """Why fewer than MIN_SAMPLES independent samples a side give no verdict, and what gives one."""
+    what = "processes" if scope == "between processes" else "samples"
+    return (
+        f"{base_count}+{new_count} {what}: at least {MIN_SAMPLES} independent samples a side are needed "
+        f"(compare --rounds {MIN_SAMPLES} or more)"
+    )
 
 
 def _compare(
@@ -225,48 +257,47 @@ def _compare(
     settings: TestSettings,
 ) -> Change:
     base, new = _scaled(base_samples, new_samples)
-    if len(base) < MIN_SAMPLES or len(new) < MIN_SAMPLES or np.median(base) == 0:
-        return _single(base_value, new_value, better, settings)
-    ratio = float(_ratio_of_medians(base, new))
-    if not math.isfinite(ratio):
-        raise ValueError(f"the change is out of range (ratio {ratio})")
-    if settings.paired and len(base) == len(new) and (base > 0).all() and (new > 0).all():
-        return _compare_pairs(base_value, new_value, base, new, better, settings)
+    plain = _ratio(base_value, new_value)
     method = f"{settings.scope}: {SAMPLE_METHOD}"
-    if np.array_equal(np.sort(base), np.sort(new)):
-        # Identical samples: nothing to resample, and Mann-Whitney's answer is known (p = 1).
-        return Change(base_value, new_value, ratio, 1.0, 1.0, 1.0, method, False,
-                      _verdict(ratio, False, better), settings.min_change_pct)  # fmt: skip
+    shown = Change(base_value, new_value, plain, None, None, None, method, False, "no significant change",
+                   settings.min_change_pct)  # fmt: skip
+    if len(base) < MIN_SAMPLES or len(new) < MIN_SAMPLES:
+        return without_verdict(dataclasses.replace(shown, method=SINGLE if min(len(base), len(new)) <= 1 else method),
+                               too_few(len(base), len(new), settings.scope))  # fmt: skip
+    if not ((base > 0).all() and (new > 0).all()):
+        return without_verdict(shown, "a sample is zero: a factor of it is not defined")
+    base_logs, new_logs = np.log(base), np.log(new)
+    if settings.paired and len(base) == len(new):
+        return _compare_pairs(shown, new_logs - base_logs, better, settings)
     from scipy import stats
 
-    p_value = float(stats.mannwhitneyu(base, new, alternative="two-sided").pvalue)
-    low, high = _interval(base, new, settings)
-    change = Change(base_value, new_value, ratio, low, high, p_value, method, False, "no significant change",
-                    settings.min_change_pct)  # fmt: skip
+    shift, low, high = hodges_lehmann(base_logs, new_logs, settings.confidence_level)
+    ratio = math.exp(shift)
+    if not math.isfinite(ratio):
+        raise ValueError(f"the change is out of range (ratio {ratio})")
+    if np.array_equal(np.sort(base_logs), np.sort(new_logs)) or np.ptp(np.concatenate([base_logs, new_logs])) == 0:
+        p_value = 1.0  # identical samples: Mann-Whitney's answer is known
+    else:
+        p_value = float(
+            stats.mannwhitneyu(new_logs, base_logs, alternative="two-sided", method="asymptotic", use_continuity=False)
+            .pvalue
+        )  # fmt: skip
+    change = dataclasses.replace(shown, ratio=ratio, ci_low=math.exp(low), ci_high=math.exp(high), p_value=p_value)
     return judge(change, p_value, better, settings)
 
 
-def _compare_pairs(
-    base_value: float,
-    new_value: float,
-    base: np.ndarray,
-    new: np.ndarray,
-    better: Better | None,
-    settings: TestSettings,
-) -> Change:
-    """Processes paired by round: Wilcoxon signed-rank on the log ratios, the change their median's exponential."""
+def _compare_pairs(shown: Change, log_ratios: np.ndarray, better: Better | None, settings: TestSettings) -> Change:
+    """Processes paired by round: Wilcoxon signed-rank on the log ratios, the Walsh-average estimate."""
     from scipy import stats
 
-    log_ratios = np.log(new) - np.log(base)
-    ratio = float(np.exp(np.median(log_ratios)))
     method = f"{settings.scope}, {PAIRED_METHOD}"
-    if not log_ratios.any():  # every pair equal: nothing to rank or resample (p = 1)
-        return Change(base_value, new_value, ratio, 1.0, 1.0, 1.0, method, False,
-                      _verdict(ratio, False, better), settings.min_change_pct)  # fmt: skip
-    p_value = float(stats.wilcoxon(log_ratios, alternative="two-sided").pvalue)
-    low, high = _bootstrap((log_ratios,), _median, settings)
-    change = Change(base_value, new_value, ratio, math.exp(low), math.exp(high), p_value, method, False,
-                    "no significant change", settings.min_change_pct)  # fmt: skip
+    centre, low, high = walsh_hodges_lehmann(log_ratios, settings.confidence_level)
+    if not log_ratios.any():  # every pair equal: nothing to rank (p = 1)
+        p_value = 1.0
+    else:
+        p_value = float(stats.wilcoxon(log_ratios, alternative="two-sided", method="approx", correction=False).pvalue)
+    change = dataclasses.replace(shown, ratio=math.exp(centre), ci_low=math.exp(low), ci_high=math.exp(high),
+                                 p_value=p_value, method=method)  # fmt: skip
     return judge(change, p_value, better, settings)
 
 
@@ -297,7 +328,7 @@ def adjusted_p_values(p_values: Sequence[float], correction: Correction, alpha: 
 
 
 def adjust(changes: Sequence[tuple[Change, Better | None]], settings: TestSettings) -> list[Change]:
-    """Every tested figure of one comparison re-judged on its corrected p-value (single values unchanged)."""
+    """Every tested figure of one comparison re-judged on its corrected p-value (the others unchanged)."""
     tested = [i for i, (change, _) in enumerate(changes) if change.p_value is not None]
     corrected = adjusted_p_values([changes[i][0].p_value or 0.0 for i in tested], settings.correction, settings.alpha)
     out = [change for change, _ in changes]
@@ -310,11 +341,11 @@ def adjust(changes: Sequence[tuple[Change, Better | None]], settings: TestSettin
 def geometric_mean_speed(changes: Sequence[tuple[Change, Better | None]]) -> tuple[float, int] | None:
     """pyperf's summary line: the geometric mean of the figures' changes, each turned so that above 1 is
     better (new / base where higher is better, base / new where lower is); with how many figures."""
-    speeds = []
+    logs = []
     for change, better in changes:
         if better is None or not (math.isfinite(change.ratio) and change.ratio > 0):
             continue
-        speeds.append(change.ratio if better == "higher" else 1.0 / change.ratio)
-    if not speeds:
+        logs.append(math.log(change.ratio) if better == "higher" else -math.log(change.ratio))
+    if not logs:
         return None
-    return float(math.exp(sum(math.log(s) for s in speeds) / len(speeds))), len(speeds)
+    return float(math.exp(sum(logs) / len(logs))), len(logs)

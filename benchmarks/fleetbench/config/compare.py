@@ -24,7 +24,9 @@ class CompareConfig(StrictModel):
         lt=1,
         description="the test (Mann-Whitney U, or the signed-rank test on pairs) rejects below this p-value",
     )
-    confidence_level: float = Field(default=0.95, gt=0.5, lt=1, description="of the bootstrap interval")
+    confidence_level: float = Field(
+        default=0.95, gt=0.5, lt=1, description="of the Hodges-Lehmann interval (the test's own confidence set)"
+    )
     min_change_pct: float = Field(
         default=1.0, ge=0, le=1000, description="smaller changes are no significant change, however certain"
     )
@@ -56,13 +58,35 @@ class CompareConfig(StrictModel):
     )
     rounds: int = Field(
         default=20,
-        ge=2,
+        ge=3,
         le=1000,
         description="processes per side of compare --rounds (--rounds N); 20 as pyperf's worker processes: on a "
         "shared 2-core VM the gate caught planted 10 % slow-downs in 20 of 20 trials at 20, in 50-85 % at 10 (README)",
     )
-    bootstrap_resamples: int = Field(default=2000, ge=100, le=100_000)
-    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="of the bootstrap: the same runs, the same interval")
+    bootstrap_resamples: int = Field(
+        default=2000,
+        ge=100,
+        le=100_000,
+        description="unused since the interval is Hodges-Lehmann's; older configs load",
+    )
+    seed: int = Field(default=0, ge=0, le=2**31 - 1, description="unused since the interval is Hodges-Lehmann's")
+    unstable_spread_pct: float = Field(
+        default=10.0,
+        gt=0,
+        le=1000,
+        description="a figure whose per-process figures spread by more than this (1.4826 x MAD of their logs) "
+        "on either side is unstable: no verdict (pyperf warns above 10 %)",
+    )
+    max_load_per_core: float = Field(
+        default=1.0,
+        gt=0,
+        le=1000,
+        description="compare --rounds: a median load average above this x the cores during the processes "
+        "makes every figure unstable (other work was waiting for the CPUs)",
+    )
+    max_steal_pct: float = Field(
+        default=5.0, gt=0, le=100, description="compare --rounds: above this median share of stolen CPU time: unstable"
+    )
     fail_on_regression_pct: Percent | None = Field(
         default=None,
         description="exit 1 only when a figure is significantly worse by more than this (--fail-on-regression); "

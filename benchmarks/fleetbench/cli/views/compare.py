@@ -17,7 +17,8 @@ from fleetbench.compare.formats import (
 from fleetbench.compare.gate import Regression
 from fleetbench.compare.matching import BenchmarkComparison, Comparison
 
-STYLES = {"better": "green", "worse": "red", "no significant change": "dim", "not judged": "yellow"}
+STYLES = {"better": "green", "worse": "red", "no significant change": "dim", "not judged": "yellow",
+          "not enough independent samples to judge": "yellow", "unstable": "magenta"}  # fmt: skip
 
 
 def benchmark_table(comparison: Comparison, bench: BenchmarkComparison) -> Table:
