@@ -15,7 +15,7 @@ from fleetbench.dashboards.build import stale, to_grafana
 from fleetbench.dashboards.compare import COMPARE
 from fleetbench.dashboards.definition import VARIABLES, Dashboard
 from fleetbench.dashboards.promql_names import metric_names
-from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS, SLURM_METRICS
+from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS, PROMETHEUS_METRICS, SLURM_METRICS
 from fleetbench.report.build import dashboards_for
 from fleetbench.services.prometheus_api import PrometheusClient, Series
 from fleetbench.services.stack import LocalStack
@@ -85,7 +85,7 @@ def test_structure(dashboard: Dashboard) -> None:
 
 @pytest.mark.parametrize("dashboard", DASHBOARDS, ids=IDS)
 def test_queries_name_only_catalogue_dcgm_or_slurm_metrics(dashboard: Dashboard) -> None:
-    known = EXPOSED | DCGM_METRICS | SLURM_METRICS
+    known = EXPOSED | DCGM_METRICS | SLURM_METRICS | PROMETHEUS_METRICS
     for panel in dashboard.panels():
         for query in panel.queries:
             names = metric_names(query.expr)

@@ -294,6 +294,8 @@ CATALOGUE: dict[str, MetricSpec] = {
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
+        _spec("fleetbench_last_step_timestamp_seconds", "gauge", "timestamp",
+              "Unix time the latest reported step ended (the stall alert compares it with the step time)"),
         # --- training ---------------------------------------------------------------------------
         # Step time and step count use fleetbench_step_seconds / fleetbench_steps_total above; device
         # allocator peaks use fleetbench_memory_peak_*_bytes, CPU ranks fleetbench_process_peak_rss_bytes.
