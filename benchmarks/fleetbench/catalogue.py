@@ -291,6 +291,18 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_edge_llm_agreement", "gauge", "count",
               "One (1) when the runtime's logits are within the dtype's tolerance and (f32) its greedy tokens equal eager's",
               "runtime", "dtype"),
+        # --- fleetbench collectives (nccl-tests' figures): `op` all_reduce, all_gather, reduce_scatter or
+        # all_to_all; `size` the operation's bytes (nccl-tests' size column: the whole array); `ranks` the
+        # world size. algbw = size / time; busbw = algbw x 2(n-1)/n (all-reduce) or (n-1)/n (the others).
+        _spec("fleetbench_collective_op_seconds", "gauge", "seconds",
+              "Mean time of one collective operation, averaged over the ranks (nccl-tests' time)",
+              "op", "size", "ranks", better="lower"),
+        _spec("fleetbench_collective_algorithm_bytes_per_second", "gauge", "bytes_per_second",
+              "Algorithm bandwidth of a collective: its size in bytes over its time (nccl-tests' algbw)",
+              "op", "size", "ranks", better="higher"),
+        _spec("fleetbench_collective_bus_bytes_per_second", "gauge", "bytes_per_second",
+              "Bus bandwidth of a collective: algorithm bandwidth times nccl-tests' factor of the rank count "
+              "(busbw), comparable with the links' bandwidth", "op", "size", "ranks", better="higher"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
@@ -391,6 +403,10 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fleetbench_edge_gemm_peak_ratio",
         "fleetbench_edge_model_latency_percentile_seconds",
         "fleetbench_edge_model_latency_trimmed_mean_seconds",
+    ),
+    "collectives": (
+        "fleetbench_collective_bus_bytes_per_second",
+        "fleetbench_collective_op_seconds",
     ),
     "edge-llm": (
         "fleetbench_edge_llm_tokens_per_second",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from fleetbench.config.collectives import CollectivesConfig
 from fleetbench.config.compare import CompareConfig
 from fleetbench.config.edge import EDGE_KERNELS, EdgeConfig, EdgeGemmSize, EdgeKernel
 from fleetbench.config.probe import CopyMiB, ProbeConfig, Size
@@ -21,6 +22,7 @@ __all__ = [
     "EDGE_KERNELS",
     "RUN_ID_PATTERN",
     "RUN_ID_RULE",
+    "CollectivesConfig",
     "CompareConfig",
     "CopyMiB",
     "EdgeConfig",
@@ -51,3 +53,4 @@ class FleetbenchConfig(StrictModel):
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
     edge: EdgeConfig = Field(default_factory=EdgeConfig)
     compare: CompareConfig = Field(default_factory=CompareConfig)
+    collectives: CollectivesConfig = Field(default_factory=CollectivesConfig)

@@ -265,6 +265,48 @@ gpu_time = Row(
 )
 
 
+def collective_panel(title: str, metric: str, description: str, kind: PanelKind = "bargauge") -> Panel:
+    """One figure of `fleetbench collectives` per operation, size and rank count (not run by the demo)."""
+    return Panel(
+        title,
+        kind,
+        (
+            Query(
+                f"max by (op, size, ranks) ({sel(metric)})",
+                legend="{{op}} {{size}} B, {{ranks}} ranks",
+                instant=True,
+            ),
+        ),
+        unit_of(metric),
+        description,
+        width=8,
+        outside_demo=True,
+    )
+
+
+collectives = Row(
+    "Collectives (fleetbench collectives: nccl-tests' figures)",
+    (
+        collective_panel(
+            "Bus bandwidth by size",
+            "fleetbench_collective_bus_bytes_per_second",
+            "nccl-tests' busbw: algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and "
+            "all-to-all; compare with the links' bandwidth (NVLink, PCIe, InfiniBand)",
+        ),
+        collective_panel(
+            "Algorithm bandwidth by size",
+            "fleetbench_collective_algorithm_bytes_per_second",
+            "nccl-tests' algbw: the operation's bytes over its time",
+        ),
+        collective_panel(
+            "Time per operation",
+            "fleetbench_collective_op_seconds",
+            "Mean time of one operation averaged over the ranks; at small sizes, the latency",
+        ),
+    ),
+)
+
+
 def slurm_panel(title: str, expr: str, legend: str, description: str, kind: PanelKind = "timeseries") -> Panel:
     """One panel of the Slurm exporter's series (the cluster's, not a run's: no run filter)."""
     return Panel(
@@ -314,5 +356,5 @@ OVERVIEW = Dashboard(
     title="fleetbench / Cluster overview",
     description="Every run with its status and last success, the hosts, device probes, DCGM GPU metrics and Slurm",
     benchmarks=(),
-    rows=(alerts, runs, probes, gpu_time, dcgm, slurm),
+    rows=(alerts, runs, probes, collectives, gpu_time, dcgm, slurm),
 )
