@@ -34,6 +34,8 @@ UNITS: dict[str, tuple[str, str]] = {
     "info": ("_info", "none"),
     "celsius": ("_celsius", "celsius"),
     "count": ("", "short"),
+    "joules": ("_joules", "joule"),
+    "watts": ("_watts", "watt"),
 }
 
 NAME_PATTERN = re.compile(r"^fleetbench_[a-z][a-z0-9_]*[a-z0-9]$")
@@ -303,6 +305,17 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_collective_bus_bytes_per_second", "gauge", "bytes_per_second",
               "Bus bandwidth of a collective: algorithm bandwidth times nccl-tests' factor of the rank count "
               "(busbw), comparable with the links' bandwidth", "op", "size", "ranks", better="higher"),
+        # --- energy (fleetbench.energy) of the timed work of a run: `source` nvml (the rank's GPU: NVML's
+        # total-energy counter) or rapl (the machine's CPU packages, read by a node's first rank); where no
+        # source is readable the record says why and these are absent.
+        _spec("fleetbench_energy_joules", "gauge", "joules",
+              "Energy drawn during the run's timed work (NVML GPU energy, or RAPL CPU package energy)", "source"),
+        _spec("fleetbench_energy_per_step_joules", "gauge", "joules",
+              "Energy per step of the run's timed work", "source", better="lower"),
+        _spec("fleetbench_energy_per_token_joules", "gauge", "joules",
+              "Energy per token processed (training: tokens of the ranks the source covers)", "source", better="lower"),
+        _spec("fleetbench_energy_average_watts", "gauge", "watts",
+              "Average power over the run's timed work", "source"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
