@@ -206,7 +206,9 @@ def check_gpus(report: Report, image_cuda: str, expect_gpus: int | None) -> None
         if gpu.persistence_mode != "Enabled":
             report.failures.append(f"{where}: persistence mode {gpu.persistence_mode} (nvidia-smi -pm 1)")
         if gpu.uncorrectable_ecc:
-            report.failures.append(f"{where}: {gpu.uncorrectable_ecc} uncorrectable ECC error(s) since the driver loaded")
+            report.failures.append(
+                f"{where}: {gpu.uncorrectable_ecc} uncorrectable ECC error(s) since the driver loaded"
+            )
         if gpu.remap_failure:
             report.failures.append(f"{where}: row remapping failed")
         if gpu.ecc_mode not in {"Enabled", "?"}:
