@@ -19,6 +19,7 @@ from fleetbench.telemetry.session import open_run
 # Each job's entry, `JOB`: `(config, context) -> JobResult` (fleetbench/job.py), typed by mypy as a Job.
 JOB_MODULES = (
     "fleetbench.probe.run",
+    "fleetbench.collectives.run",
     "fleetbench.train.run",
     "fleetbench.train.stage",
     "fleetbench.profile.run",
