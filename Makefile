@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 PYTEST_WORKERS ?= 3
 export TORCH_SPEC EXTRAS VENV
 
-.PHONY: help setup demo test test-data lint fmt docs docs-serve pytest perf perf-gate compare compare-rounds noise history baseline train train-4gpu probe profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
+.PHONY: help setup demo test test-data lint fmt docs docs-serve pytest perf perf-gate compare compare-rounds noise history baseline train train-4gpu probe collectives profile edge edge-llm images images-cpu cluster-up cluster-down deploy report dashboards stack-up stack-down stack-status results flush clean
 
 help: ## list the targets
 	@echo "fleetbench: make TARGET [VAR=value]"
@@ -90,6 +90,12 @@ train_launch = $(if $(NNODES),--nnodes $(NNODES)) $(if $(NODE_RANK),--node-rank 
 
 train: setup ## FSDP2 on the CPU: 2 gloo ranks, the CPU's default preset and dtype (NPROC NNODES NODE_RANK RDZV_ENDPOINT PRESET DTYPE STEPS CONFIG PROFILE TRAIN_ARGS)
 	@$(FB) train --results-dir $(RESULTS) --device cpu --nproc $(or $(NPROC),2) $(train_launch)
+
+# nccl-tests' sweep: 2 gloo ranks on the CPU (8 B .. 1 MiB), or one rank per GPU with NCCL (8 B .. 1 GiB)
+COLLECTIVES_ARGS ?=
+collectives: setup ## all-reduce/all-gather/reduce-scatter/all-to-all by size: algbw, busbw, a chart (NPROC NNODES NODE_RANK RDZV_ENDPOINT COLLECTIVES_ARGS)
+	@$(FB) collectives --results-dir $(RESULTS) $(if $(NPROC),--nproc $(NPROC)) $(if $(NNODES),--nnodes $(NNODES)) \
+	  $(if $(NODE_RANK),--node-rank $(NODE_RANK)) $(if $(RDZV_ENDPOINT),--rdzv-endpoint $(RDZV_ENDPOINT)) $(COLLECTIVES_ARGS)
 
 train-4gpu: setup ## FSDP2 on 4 GPUs (NCCL), the CUDA default preset and dtype (seed, bf16 params, fp32 reduce); same knobs
 	@$(FB) train --results-dir $(RESULTS) --device cuda --nproc $(or $(NPROC),4) $(train_launch)

@@ -102,7 +102,8 @@ def test_every_section_rejects_unknown_keys(path: str) -> None:
 
 def test_the_root_rejects_unknown_sections() -> None:
     with pytest.raises(
-        UserError, match=r"probes: unknown key; accepted: compare, edge, probe, profile, run, telemetry, trace, train$"
+        UserError,
+        match=r"probes: unknown key; accepted: collectives, compare, edge, probe, profile, run, telemetry, trace, train$",
     ):
         load_config(None, ["probes.matmul_sizes=[256]"])
 

@@ -15,7 +15,7 @@ from fleetbench.dashboards.build import stale, to_grafana
 from fleetbench.dashboards.compare import COMPARE
 from fleetbench.dashboards.definition import VARIABLES, Dashboard
 from fleetbench.dashboards.promql_names import metric_names
-from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS, SLURM_METRICS
+from fleetbench.dashboards.registry import DASHBOARDS, DCGM_METRICS, PROMETHEUS_METRICS, SLURM_METRICS
 from fleetbench.report.build import dashboards_for
 from fleetbench.services.prometheus_api import PrometheusClient, Series
 from fleetbench.services.stack import LocalStack
@@ -85,7 +85,7 @@ def test_structure(dashboard: Dashboard) -> None:
 
 @pytest.mark.parametrize("dashboard", DASHBOARDS, ids=IDS)
 def test_queries_name_only_catalogue_dcgm_or_slurm_metrics(dashboard: Dashboard) -> None:
-    known = EXPOSED | DCGM_METRICS | SLURM_METRICS
+    known = EXPOSED | DCGM_METRICS | SLURM_METRICS | PROMETHEUS_METRICS
     for panel in dashboard.panels():
         for query in panel.queries:
             names = metric_names(query.expr)
@@ -194,3 +194,39 @@ def test_compare_ratio_pairs_two_runs_from_different_hosts(
             assert value > 0, (key, value)  # how far apart two probe runs are is the machine's, not the panel's
         same = by_key(prometheus.query(substitute(ratio.queries[0].expr, base=base, new=base)))
         assert same.keys() == ratios.keys() and set(same.values()) == {1.0}
+
+
+@pytest.mark.services
+def test_gpu_panels_read_a_stand_in_dcgm_exporter(stack: LocalStack, prometheus: PrometheusClient) -> None:
+    """Every DCGM panel's query returns data from series named exactly as dcgm-exporter names them (a
+    stand-in pushed with the exporter's labels: gpu, UUID, modelName, Hostname), then the stand-in goes."""
+    from prometheus_client import CollectorRegistry, Gauge, delete_from_gateway, push_to_gateway
+
+    registry = CollectorRegistry()
+    labels = {"gpu": "0", "UUID": "GPU-standin", "modelName": "NVIDIA H100 80GB HBM3", "Hostname": "standin-node"}
+    # Benign values: nothing here may fire an alert rule of the session's Prometheus.
+    values = {"DCGM_FI_DEV_FB_USED": 1000.0, "DCGM_FI_DEV_FB_FREE": 80000.0, "DCGM_FI_DEV_SM_CLOCK": 1980.0}
+    for name in sorted(DCGM_METRICS):
+        gauge = Gauge(name, f"stand-in of dcgm-exporter's {name}", list(labels), registry=registry)
+        gauge.labels(**labels).set(values.get(name, 0.0))
+    push_to_gateway(stack.pushgateway_url, job="dcgm-standin", registry=registry)
+    try:
+        panels = [
+            p for d in DASHBOARDS for p in d.panels() if any(metric_names(q.expr) & DCGM_METRICS for q in p.queries)
+        ]
+        assert {name for p in panels for q in p.queries for name in metric_names(q.expr)} >= DCGM_METRICS - {
+            "DCGM_FI_DEV_FB_FREE",  # read by the memory alert, not a panel
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        }
+        for panel in panels:
+            deadline = time.monotonic() + 15
+            while True:
+                returned = sum(len(prometheus.query(substitute(q.expr))) for q in panel.queries)
+                if returned or time.monotonic() > deadline:
+                    break
+                time.sleep(0.25)
+            assert returned, f"panel {panel.title!r} has no data from the stand-in DCGM exporter"
+    finally:
+        delete_from_gateway(stack.pushgateway_url, job="dcgm-standin")

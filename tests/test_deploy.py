@@ -18,7 +18,17 @@ PLAYBOOKS = playbooks(DEPLOY)
 
 
 def test_the_playbook_set_is_site_plus_one_per_job() -> None:
-    assert set(PLAYBOOKS) == {"site", "monitoring", "images", "train", "profile", "edge", "collect", "slurm"}
+    assert set(PLAYBOOKS) == {
+        "site",
+        "monitoring",
+        "images",
+        "train",
+        "profile",
+        "edge",
+        "collect",
+        "slurm",
+        "preflight",
+    }
 
 
 def test_ansible_lint_production_profile_is_clean() -> None:

@@ -19,14 +19,14 @@ from package_graph import graph, imports_in, job_modules, modules
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "catalogue", "envvars", "errors", "jsonio"),  # the ground floor: nothing of ours
     ("names",),  # the rule every name and path argument is checked by
-    ("devices", "fsutil", "logs", "runinfo", "urls"),  # small helpers over the ground floor
+    ("devices", "energy", "fsutil", "logs", "runinfo", "urls"),  # small helpers over the ground floor; energy meters
     ("results", "services"),  # result records; local Prometheus/Pushgateway services
     ("config",),  # the validated configuration of every job
     ("job", "slurm"),  # the Job contract and run context; Slurm's queue and accounting
     ("dashboards", "progress", "telemetry"),  # metrics out: dashboards, progress, Pushgateway and spool
     ("compare", "probe"),  # comparisons of records; the device probe job
     ("train",),  # the FSDP2 trainer
-    ("edge", "report"),  # edge runners (export the trainer's model); the offline report
+    ("collectives", "edge", "report"),  # collectives (torchrun as the trainer); edge runners; the offline report
     ("profile",),  # torch.profiler, Nsight Compute, roofline (profiles the trainer and edge code)
     ("demo", "images"),  # the demo chains the jobs; container images of the jobs
     ("deploy",),  # Ansible and clusters, with the images

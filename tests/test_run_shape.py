@@ -24,7 +24,7 @@ JOB_MODULES = sorted(job_modules())
 
 def test_the_jobs_are_found() -> None:
     """The scan finds the jobs of every job package (and a `JOB` that is only a name, not a Job, is no job)."""
-    assert {module.split(".")[1] for module in JOB_MODULES} == {"edge", "probe", "profile", "train"}
+    assert {module.split(".")[1] for module in JOB_MODULES} == {"collectives", "edge", "probe", "profile", "train"}
     assert "fleetbench.edge.llm.job" in JOB_MODULES
     assert "fleetbench.telemetry.push" not in JOB_MODULES  # its JOB is the Pushgateway's job label
 

@@ -24,6 +24,7 @@ from fleetbench.results.store import read_records
 from fleetbench.runinfo import host_name
 from fleetbench.train.checkpoint import complete_checkpoints
 from fleetbench.train.decoder import Decoder, init_weights
+from fleetbench.train.energy import OTHER_CPU_RANK
 from fleetbench.train.history import read_history
 from fleetbench.train.plan import ModelShape
 
@@ -198,6 +199,12 @@ def test_a_run_leaves_records_metrics_and_a_plot(parity_runs: Path) -> None:
         assert record.summary["telemetry_overhead_ratio"] is not None
     rank0 = next(r for r in records if r.rank == 0)
     assert "train_loss_throughput.png" in rank0.artifacts
+    # Energy: the node's first rank reads the CPU packages (or says why it cannot); the other rank defers to it.
+    energy = {r.rank: r.summary["energy"] for r in records}
+    assert energy[1] == {"source": None, "joules": None, "reason": OTHER_CPU_RANK}
+    assert (energy[0]["joules"] is None) == (energy[0]["reason"] is not None)
+    if energy[0]["joules"] is not None:
+        assert energy[0]["joules_per_token"] == pytest.approx(energy[0]["joules"] / (5 * 2 * PER_RANK_BATCH * 64))
     assert (run_dir / "train_loss_throughput.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Each rank pushed its own group (job, benchmark, run_id, instance, rank), the last push complete.
     for rank in (0, 1):

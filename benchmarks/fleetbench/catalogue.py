@@ -34,6 +34,8 @@ UNITS: dict[str, tuple[str, str]] = {
     "info": ("_info", "none"),
     "celsius": ("_celsius", "celsius"),
     "count": ("", "short"),
+    "joules": ("_joules", "joule"),
+    "watts": ("_watts", "watt"),
 }
 
 NAME_PATTERN = re.compile(r"^fleetbench_[a-z][a-z0-9_]*[a-z0-9]$")
@@ -303,9 +305,34 @@ CATALOGUE: dict[str, MetricSpec] = {
         _spec("fleetbench_edge_llm_agreement", "gauge", "count",
               "One (1) when the runtime's logits are within the dtype's tolerance and (f32) its greedy tokens equal eager's",
               "runtime", "dtype"),
+        # --- fleetbench collectives (nccl-tests' figures): `op` all_reduce, all_gather, reduce_scatter or
+        # all_to_all; `size` the operation's bytes (nccl-tests' size column: the whole array); `ranks` the
+        # world size. algbw = size / time; busbw = algbw x 2(n-1)/n (all-reduce) or (n-1)/n (the others).
+        _spec("fleetbench_collective_op_seconds", "gauge", "seconds",
+              "Mean time of one collective operation, averaged over the ranks (nccl-tests' time)",
+              "op", "size", "ranks", better="lower"),
+        _spec("fleetbench_collective_algorithm_bytes_per_second", "gauge", "bytes_per_second",
+              "Algorithm bandwidth of a collective: its size in bytes over its time (nccl-tests' algbw)",
+              "op", "size", "ranks", better="higher"),
+        _spec("fleetbench_collective_bus_bytes_per_second", "gauge", "bytes_per_second",
+              "Bus bandwidth of a collective: algorithm bandwidth times nccl-tests' factor of the rank count "
+              "(busbw), comparable with the links' bandwidth", "op", "size", "ranks", better="higher"),
+        # --- energy (fleetbench.energy) of the timed work of a run: `source` nvml (the rank's GPU: NVML's
+        # total-energy counter) or rapl (the machine's CPU packages, read by a node's first rank); where no
+        # source is readable the record says why and these are absent.
+        _spec("fleetbench_energy_joules", "gauge", "joules",
+              "Energy drawn during the run's timed work (NVML GPU energy, or RAPL CPU package energy)", "source"),
+        _spec("fleetbench_energy_per_step_joules", "gauge", "joules",
+              "Energy per step of the run's timed work", "source", better="lower"),
+        _spec("fleetbench_energy_per_token_joules", "gauge", "joules",
+              "Energy per token processed (training: tokens of the ranks the source covers)", "source", better="lower"),
+        _spec("fleetbench_energy_average_watts", "gauge", "watts",
+              "Average power over the run's timed work", "source"),
         # --- a generic benchmark loop (telemetry overhead measurement, trainers) ---------------
         _spec("fleetbench_step_seconds", "gauge", "seconds", "Wall-clock time of the latest step", better="lower"),
         _spec("fleetbench_steps_total", "counter", "count", "Steps completed"),
+        _spec("fleetbench_last_step_timestamp_seconds", "gauge", "timestamp",
+              "Unix time the latest reported step ended (the stall alert compares it with the step time)"),
         # --- training ---------------------------------------------------------------------------
         # Step time and step count use fleetbench_step_seconds / fleetbench_steps_total above; device
         # allocator peaks use fleetbench_memory_peak_*_bytes, CPU ranks fleetbench_process_peak_rss_bytes.
@@ -402,6 +429,10 @@ HEADLINES: dict[str, tuple[str, ...]] = {
         "fleetbench_edge_gemm_peak_ratio",
         "fleetbench_edge_model_latency_percentile_seconds",
         "fleetbench_edge_model_latency_trimmed_mean_seconds",
+    ),
+    "collectives": (
+        "fleetbench_collective_bus_bytes_per_second",
+        "fleetbench_collective_op_seconds",
     ),
     "edge-llm": (
         "fleetbench_edge_llm_tokens_per_second",

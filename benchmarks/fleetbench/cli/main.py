@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "demo": "demo_cmd",
     "train": "train_cmd",
     "probe": "probe_cmd",
+    "collectives": "collectives_cmd",
     "profile": "profile_cmd",
     "ncu": "profile_cmd",
     "roofline": "profile_cmd",

@@ -15,6 +15,7 @@ adds its module here and its field to `FleetbenchConfig`.
 | `edge`      | `config.edge`    | `fleetbench edge`: wgpu kernels, MPS, ExecuTorch programs       |
 | `compare`   | `config.compare` | `fleetbench compare`: how strict it is, when it fails a CI job  |
 | `trace`     | `config.trace`   | `fleetbench trace`: which kernels and events are communication  |
+| `collectives` | `config.collectives` | `fleetbench collectives`: operations, sizes, iterations, launch |
 
 `config.strict` holds StrictModel, the base of every section (unknown keys are errors);
 `config.schema` the root model. docs/configuration.md has the precedence and an example per job.

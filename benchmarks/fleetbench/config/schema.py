@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from fleetbench.config.collectives import CollectivesConfig
 from fleetbench.config.compare import CompareConfig
 from fleetbench.config.edge import EDGE_KERNELS, EdgeConfig, EdgeGemmSize, EdgeKernel
 from fleetbench.config.probe import CopyMiB, ProbeConfig, Size
@@ -22,6 +23,7 @@ __all__ = [
     "EDGE_KERNELS",
     "RUN_ID_PATTERN",
     "RUN_ID_RULE",
+    "CollectivesConfig",
     "CompareConfig",
     "CopyMiB",
     "EdgeConfig",
@@ -53,4 +55,5 @@ class FleetbenchConfig(StrictModel):
     profile: ProfileConfig = Field(default_factory=ProfileConfig)
     edge: EdgeConfig = Field(default_factory=EdgeConfig)
     compare: CompareConfig = Field(default_factory=CompareConfig)
+    collectives: CollectivesConfig = Field(default_factory=CollectivesConfig)
     trace: TraceConfig = Field(default_factory=TraceConfig)

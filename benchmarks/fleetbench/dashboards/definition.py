@@ -93,14 +93,23 @@ class Panel:
     pushed_by_compare: bool = False
     # Data only once a job the demo does not run pushed it (`fleetbench edge llm`: minutes of exports).
     outside_demo: bool = False
+    # Data only while an alert rule fires (Prometheus' ALERTS series): none on a healthy stack.
+    alert_only: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
 
     @property
     def may_be_empty(self) -> bool:
         """Whether the panel has no data by nature: no GPU, no Slurm cluster, no sensor, no comparison pushed
-        yet, or a job the demo does not run."""
-        return self.gpu_only or self.slurm_only or self.sensor_only or self.pushed_by_compare or self.outside_demo
+        yet, a job the demo does not run, or no alert firing."""
+        return (
+            self.gpu_only
+            or self.slurm_only
+            or self.sensor_only
+            or self.pushed_by_compare
+            or self.outside_demo
+            or self.alert_only
+        )
 
 
 @dataclass(frozen=True)

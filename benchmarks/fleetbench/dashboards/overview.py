@@ -1,4 +1,5 @@
-"""Cluster overview: every run with its status, hosts, device probes, GPU time, DCGM beside ours, and Slurm."""
+"""Cluster overview: firing alerts, every run with its status, hosts, device probes, GPU time, DCGM beside ours,
+and Slurm."""
 
 from __future__ import annotations
 
@@ -136,6 +137,96 @@ dcgm = Row(
         ),
         dcgm_panel("Power", "DCGM_FI_DEV_POWER_USAGE", "", "watt", ""),
         dcgm_panel("Temperature", "DCGM_FI_DEV_GPU_TEMP", "", "celsius", ""),
+        dcgm_panel(
+            "SM clock", "DCGM_FI_DEV_SM_CLOCK", " * 1e6", "hertz", " (MHz, shown in Hz): falls when the GPU throttles"
+        ),
+        dcgm_panel("Memory clock", "DCGM_FI_DEV_MEM_CLOCK", " * 1e6", "hertz", " (MHz, shown in Hz)"),
+        dcgm_panel(
+            "Clock throttle reasons",
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            "",
+            "none",
+            ": NVML bitmask; 4 SW power cap, 8 HW slowdown, 32 SW thermal, 64 HW thermal, 128 power brake "
+            "(1 idle, 2 application clocks and 16 sync boost are not faults)",
+        ),
+        dcgm_panel(
+            "NVLink transmitted",
+            "DCGM_FI_PROF_NVLINK_TX_BYTES",
+            "",
+            "Bps",
+            ": bytes per second sent over the GPU's NVLinks, headers and payload",
+        ),
+        dcgm_panel(
+            "NVLink received",
+            "DCGM_FI_PROF_NVLINK_RX_BYTES",
+            "",
+            "Bps",
+            ": bytes per second received over the GPU's NVLinks, headers and payload",
+        ),
+        dcgm_panel(
+            "PCIe transmitted",
+            "DCGM_FI_PROF_PCIE_TX_BYTES",
+            "",
+            "Bps",
+            ": bytes per second sent over PCIe, headers and payload",
+        ),
+        dcgm_panel(
+            "PCIe received",
+            "DCGM_FI_PROF_PCIE_RX_BYTES",
+            "",
+            "Bps",
+            ": bytes per second received over PCIe, headers and payload",
+        ),
+        dcgm_panel(
+            "Last XID error", "DCGM_FI_DEV_XID_ERRORS", "", "none", ": code of the last XID the driver logged (0: none)"
+        ),
+        dcgm_panel(
+            "Uncorrectable ECC errors",
+            "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+            "",
+            "short",
+            ": double-bit ECC errors since the driver loaded (the GPU needs a reset)",
+        ),
+        dcgm_panel(
+            "Correctable ECC errors",
+            "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+            "",
+            "short",
+            ": single-bit ECC errors since the driver loaded (corrected; a steady rise foretells DBEs)",
+        ),
+        dcgm_panel(
+            "PCIe replays", "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "", "short", ": PCIe packets retried (link errors)"
+        ),
+    ),
+)
+
+alerts = Row(
+    "Alerts (fleetbench alert rules)",
+    (
+        Panel(
+            "Firing alerts",
+            "stat",
+            (Query('count(ALERTS{alertstate="firing"}) or vector(0)', instant=True),),
+            "short",
+            "Alerts of fleetbench's rules (services/alert_rules.yml) firing now: throttling, XID/ECC, stalled "
+            "steps, stale pushes, exporters down, memory at the cap",
+            width=6,
+        ),
+        Panel(
+            "Alerts firing now",
+            "table",
+            (
+                Query(
+                    "max by (alertname, severity, instance, Hostname, gpu, benchmark, run_id, rank) "
+                    '(ALERTS{alertstate="firing"})',
+                    instant=True,
+                ),
+            ),
+            "none",
+            "One line per firing alert with where it fires (Prometheus' ALERTS series; pending ones left out)",
+            width=18,
+            alert_only=True,
+        ),
     ),
 )
 
@@ -169,6 +260,48 @@ gpu_time = Row(
             unit_of("fleetbench_profile_host_wait_seconds"),
             "GPU idle while the host had not yet launched the next kernel (GPU traces only)",
             gpu_only=True,
+        ),
+    ),
+)
+
+
+def collective_panel(title: str, metric: str, description: str, kind: PanelKind = "bargauge") -> Panel:
+    """One figure of `fleetbench collectives` per operation, size and rank count (not run by the demo)."""
+    return Panel(
+        title,
+        kind,
+        (
+            Query(
+                f"max by (op, size, ranks) ({sel(metric)})",
+                legend="{{op}} {{size}} B, {{ranks}} ranks",
+                instant=True,
+            ),
+        ),
+        unit_of(metric),
+        description,
+        width=8,
+        outside_demo=True,
+    )
+
+
+collectives = Row(
+    "Collectives (fleetbench collectives: nccl-tests' figures)",
+    (
+        collective_panel(
+            "Bus bandwidth by size",
+            "fleetbench_collective_bus_bytes_per_second",
+            "nccl-tests' busbw: algbw x 2(n-1)/n for all-reduce, x (n-1)/n for all-gather, reduce-scatter and "
+            "all-to-all; compare with the links' bandwidth (NVLink, PCIe, InfiniBand)",
+        ),
+        collective_panel(
+            "Algorithm bandwidth by size",
+            "fleetbench_collective_algorithm_bytes_per_second",
+            "nccl-tests' algbw: the operation's bytes over its time",
+        ),
+        collective_panel(
+            "Time per operation",
+            "fleetbench_collective_op_seconds",
+            "Mean time of one operation averaged over the ranks; at small sizes, the latency",
         ),
     ),
 )
@@ -223,5 +356,5 @@ OVERVIEW = Dashboard(
     title="fleetbench / Cluster overview",
     description="Every run with its status and last success, the hosts, device probes, DCGM GPU metrics and Slurm",
     benchmarks=(),
-    rows=(runs, probes, gpu_time, dcgm, slurm),
+    rows=(alerts, runs, probes, collectives, gpu_time, dcgm, slurm),
 )

@@ -23,8 +23,24 @@ DCGM_METRICS = frozenset(
         "DCGM_FI_PROF_SM_ACTIVE",
         "DCGM_FI_DEV_POWER_USAGE",
         "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
     }
 )
+
+# Series Prometheus makes itself: ALERTS (one per pending or firing alert of the rules).
+PROMETHEUS_METRICS = frozenset({"ALERTS"})
 
 # Series of the Slurm exporter (fleetbench/slurm/exporter.py, run by the slurm role beside slurmctld).
 SLURM_METRICS = frozenset(SLURM_EXPORTER_METRICS)

@@ -16,6 +16,7 @@ import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 import yaml
@@ -81,11 +82,23 @@ def speaks_like(service: str, url: str) -> bool:
         return False
 
 
-def prometheus_config(prometheus_port: int, pushgateway_port: int, scrape_interval_s: float) -> dict[str, object]:
-    """prometheus.yml of the local stack: scrape the Pushgateway (keeping pushed labels) and Prometheus itself."""
+ALERT_RULES = "alert_rules.yml"
+
+
+def alert_rules_text() -> str:
+    """The suite's alert rules (fleetbench/services/alert_rules.yml), as the deploy installs them too."""
+    return resources.files("fleetbench.services").joinpath(ALERT_RULES).read_text(encoding="utf-8")
+
+
+def prometheus_config(
+    prometheus_port: int, pushgateway_port: int, scrape_interval_s: float, rule_files: tuple[str, ...] = ()
+) -> dict[str, object]:
+    """prometheus.yml of the local stack: scrape the Pushgateway (keeping pushed labels) and Prometheus itself,
+    and evaluate `rule_files` (the suite's alert rules)."""
     interval = f"{round(scrape_interval_s * 1000)}ms"  # Prometheus durations take whole units
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
+        "rule_files": list(rule_files),
         "scrape_configs": [
             # honor_labels keeps the pushed job/instance/run labels instead of the gateway's own.
             {
@@ -155,7 +168,11 @@ class LocalStack:
             timeout_s,
         )
         config_path = self.state_dir / "prometheus.yml"
-        config = prometheus_config(self.prometheus_port, self.pushgateway_port, self.scrape_interval_s)
+        rules_path = self.state_dir / ALERT_RULES
+        rules_path.write_text(alert_rules_text(), encoding="utf-8")
+        config = prometheus_config(
+            self.prometheus_port, self.pushgateway_port, self.scrape_interval_s, rule_files=(str(rules_path),)
+        )
         config_path.write_text(yaml.safe_dump(config, sort_keys=False))
         self._start(
             "prometheus",

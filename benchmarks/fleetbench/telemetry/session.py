@@ -243,6 +243,7 @@ class BenchmarkRun:
     def step_done(self) -> None:
         """Call after each step (or at any moment worth showing live): pushes in the background."""
         self.metrics.set("fleetbench_run_duration_seconds", time.monotonic() - self._start_monotonic)
+        self.metrics.set("fleetbench_last_step_timestamp_seconds", time.time())
         if self._pusher is not None:
             self._pusher.submit()
 

@@ -15,6 +15,8 @@ torch import, so the CLI reads it without loading torch. The trainer modules imp
   knobs       what the FSDP2 knobs did in this run, measured by the trainer (the record's summary.knobs)
   profiling   torch.profiler over `train.profile_steps` on every rank: one trace per rank (HTA's naming)
   handoff     what a node's ranks leave for its launcher: the agreed run id, their errors
+  energy      joules per step and per token from the node's power meters (fleetbench.energy)
+  nccl_transport  which transport NCCL chose, read from its INFO lines; the fall-back-to-sockets warning
   step_rows   how a logged step reads: the live table's row and the log line
   data, flops, memory, checkpoint, history, plots, rope   what their names say
   stage       the demo's train stage (tiny preset, 2 gloo ranks)

@@ -181,6 +181,24 @@ def describe_child_failure(exc: BaseException) -> str:
     return "training failed: " + ("; ".join(parts) or str(exc).strip().splitlines()[0])
 
 
+def note_nccl_transport(scratch: Path, run_dir: Path) -> None:
+    """Which network NCCL chose on this node's ranks (from their INFO logs), kept in the run folder as
+    nccl-transport.json; a warning when it fell back to sockets on a node with InfiniBand."""
+    from fleetbench import jsonio
+    from fleetbench.train.nccl_transport import infiniband_present, read_logs, warning
+
+    if not any(scratch.glob("nccl.*")) or not run_dir.is_dir():
+        return
+    transport = read_logs(scratch)
+    has_ib = infiniband_present()
+    said = warning(transport, has_ib)
+    document = {"networks": transport.networks, "devices": transport.devices, "infiniband": has_ib, "warning": said}
+    (run_dir / "nccl-transport.json").write_text(jsonio.dumps(document) + "\n", encoding="utf-8")
+    log.info("NCCL network: %s", ", ".join(transport.networks) or "not named in its log")
+    if said:
+        log.warning("%s", said)
+
+
 def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutcome]:
     """Run the training job from this node; returns rank 0's record, or this node's first rank's.
 
@@ -213,6 +231,8 @@ def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutc
         error_dir = Path(scratch) / "errors"
         error_dir.mkdir()
         env = {ERROR_DIR_ENV: str(error_dir), "OMP_NUM_THREADS": str(worker_threads(cfg, nproc))}
+        if os.environ.get("NCCL_DEBUG", "").upper() == "INFO" and "NCCL_DEBUG_FILE" not in os.environ:
+            env["NCCL_DEBUG_FILE"] = str(Path(scratch) / "nccl.%h.%p.log")  # read back below: NCCL's transport
         # torch.distributed.run has no annotations: its two entry points are untyped calls.
         args = torchrun.parse_args(torchrun_args(cfg, nproc, rdzv_id, config_path))  # type: ignore[no-untyped-call]
         try:
@@ -229,5 +249,6 @@ def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutc
             ) from None
         # Rank 0 names the run for every rank; on another node that is not the id made up here.
         run_id = agreed_run_id(error_dir) or context.run_id
+        note_nccl_transport(Path(scratch), context.results_dir / run_id)
     # The ranks showed what they had to show (their closing lines went to the inherited stdout).
     return JobResult([node_record(context.results_dir / run_id)], TrainOutcome([]))

@@ -31,7 +31,7 @@ from fleetbench.errors import UserError
 from fleetbench.job import JobResult, Progress, RunContext
 from fleetbench.telemetry.recorder import MetricRecorder
 from fleetbench.telemetry.session import BenchmarkRun, open_run
-from fleetbench.train import step_rows
+from fleetbench.train import energy, step_rows
 from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
 from fleetbench.train.decoder import TrainModel, param_counts
@@ -335,7 +335,12 @@ class Trainer:
                 f"train.profile_steps={first}:{last}: done before this attempt's step {start_step + 1}; not profiled"
             )
         self.probe_at = probe_step(start_step, plan.steps, window is not None)
+        meter = energy.meter_for(self.device, self.env)
+        if meter is not None:
+            meter.start()
         totals = self.loop(run, parts, start_step, peak)
+        tokens = totals.steps * plan.tokens_per_step // self.world * energy.covered_ranks(self.device, self.env)
+        energy.record_energy(run, meter.stop() if meter is not None else None, totals.steps, tokens)
         self.compiled = compile_report(model) if cfg.compile else None
         saved_at_end = bool(cfg.checkpoint_every) and plan.steps % cfg.checkpoint_every == 0
         if cfg.checkpoint_final and not saved_at_end and start_step < plan.steps:

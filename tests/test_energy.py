@@ -1,0 +1,120 @@
+"""Energy: RAPL on a powercap tree the test builds (packages, sub-zones, wraparound, unreadable), NVML's
+absence said in words, tegrastats' input rail on two real Jetson captures, and the meter's figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetbench.energy import rapl, tegrastats
+from fleetbench.energy.meter import EnergyMeter, EnergyReading
+from testdata import get_test_data_dir, missing_reason
+
+RANGE_UJ = 262143328850  # max_energy_range_uj of an Intel package zone
+
+
+def zone(root: Path, folder: str, name: str, energy_uj: int, largest: int = RANGE_UJ) -> None:
+    path = root / folder
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "name").write_text(name + "\n")
+    (path / "energy_uj").write_text(f"{energy_uj}\n")
+    (path / "max_energy_range_uj").write_text(f"{largest}\n")
+
+
+def set_energy(root: Path, folder: str, energy_uj: int) -> None:
+    (root / folder / "energy_uj").write_text(f"{energy_uj}\n")
+
+
+@pytest.fixture
+def powercap(tmp_path: Path) -> Path:
+    """Two packages with a core sub-zone each, as an Intel two-socket server lays them out."""
+    root = tmp_path / "powercap"
+    zone(root, "intel-rapl:0", "package-0", 1_000_000)
+    zone(root, "intel-rapl:0:0", "core", 500_000)
+    zone(root, "intel-rapl:1", "package-1", 2_000_000)
+    zone(root, "intel-rapl:1:0", "core", 700_000)
+    return root
+
+
+def test_packages_are_summed_and_sub_zones_left_out(powercap: Path) -> None:
+    before, why = rapl.read_zones(powercap)
+    assert why is None and [z.name for z in before] == ["package-0", "package-1"]
+    set_energy(powercap, "intel-rapl:0", 4_000_000)  # +3 J
+    set_energy(powercap, "intel-rapl:1", 2_500_000)  # +0.5 J
+    set_energy(powercap, "intel-rapl:0:0", 9_000_000)  # a part of package-0: not added again
+    after, _ = rapl.read_zones(powercap)
+    assert rapl.joules_between(before, after) == pytest.approx(3.5)
+
+
+def test_a_counter_that_wrapped_is_unwrapped(tmp_path: Path) -> None:
+    root = tmp_path / "powercap"
+    zone(root, "intel-rapl:0", "package-0", RANGE_UJ - 1_000_000)
+    before, _ = rapl.read_zones(root)
+    set_energy(root, "intel-rapl:0", 2_000_000)  # 1 J to the top, 1 uJ to wrap to 0, then 2 J
+    after, _ = rapl.read_zones(root)
+    assert rapl.joules_between(before, after) == pytest.approx(3.000001)
+
+
+def test_unreadable_rapl_says_why(tmp_path: Path) -> None:
+    assert "no powercap folder" in (rapl.read_zones(tmp_path / "absent")[1] or "")
+    (tmp_path / "empty").mkdir()
+    assert "no intel-rapl package zone" in (rapl.read_zones(tmp_path / "empty")[1] or "")
+    broken = tmp_path / "broken"
+    zone(broken, "intel-rapl:0", "package-0", 1)
+    (broken / "intel-rapl:0" / "energy_uj").unlink()
+    (broken / "intel-rapl:0" / "energy_uj").mkdir()  # a file no user can read as a number, root included
+    zones, why = rapl.read_zones(broken)
+    assert zones == [] and "intel-rapl:0" in (why or "")
+
+
+def test_the_meter_gives_joules_per_step_and_token_and_watts(powercap: Path) -> None:
+    meter = EnergyMeter(powercap=powercap).start()
+    set_energy(powercap, "intel-rapl:0", 11_000_000)  # +10 J
+    reading = meter.stop()
+    assert reading.source == "rapl" and reading.joules == pytest.approx(10.0) and reading.reason is None
+    summary = reading.summary(steps=5, tokens=1000)
+    assert summary["joules_per_step"] == pytest.approx(2.0)
+    assert summary["joules_per_token"] == pytest.approx(0.01)
+    assert summary["average_watts"] == pytest.approx(10.0 / reading.seconds)
+
+
+def test_no_source_gives_no_figure_and_the_reason(tmp_path: Path) -> None:
+    reading = EnergyMeter(powercap=tmp_path / "absent").start().stop()
+    assert reading.joules is None and reading.watts is None and reading.per(10) is None
+    assert reading.reason is not None and reading.reason.startswith("rapl: no powercap folder")
+    gpu = EnergyMeter(gpu_index=0).start().stop()
+    if gpu.joules is None:  # no NVIDIA driver (or no nvidia-ml-py) here: said, not invented
+        assert "nvml" in gpu.reasons and gpu.reason is not None
+    else:
+        assert gpu.source == "nvml" and gpu.joules >= 0
+
+
+def test_reading_arithmetic() -> None:
+    reading = EnergyReading("nvml", 300.0, 2.0)
+    assert reading.watts == 150.0 and reading.per(3) == 100.0 and reading.per(0) is None
+
+
+needs_data = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+
+@needs_data
+def test_tegrastats_input_rail_of_two_real_jetsons() -> None:
+    thermal = get_test_data_dir() / "thermal"
+    xavier = (thermal / "jetson_xaviernx_class_tegrastats_gpu_burn.log").read_text().splitlines()
+    nano = (thermal / "jetson_nano_tegrastats.txt").read_text().splitlines()
+    assert tegrastats.input_watts(xavier[0]) == pytest.approx(5.542)  # VDD_IN 5542mW/5542mW
+    assert tegrastats.input_watts(nano[0]) == pytest.approx(0.920)  # POM_5V_IN 920/920
+    assert tegrastats.input_watts(nano[1]) == pytest.approx(1.537)  # current, not the average (1228)
+    watts = [w for w in (tegrastats.input_watts(line) for line in xavier) if w is not None]
+    assert len(watts) == len(xavier) and max(watts) == pytest.approx(13.8, abs=0.1)
+    # 1 s apart: the trapezoid of the power, checked by hand on the first three lines.
+    first = watts[:3]
+    assert tegrastats.joules(xavier[:3], 1.0) == pytest.approx((first[0] + first[1]) / 2 + (first[1] + first[2]) / 2)
+    total = tegrastats.joules(xavier, 1.0) or 0
+    assert min(watts) * (len(xavier) - 1) <= total <= max(watts) * (len(xavier) - 1)
+
+
+def test_tegrastats_without_an_input_rail() -> None:
+    assert tegrastats.input_watts("RAM 936/3964MB CPU [10%@102] GPU@28C") is None
+    assert tegrastats.joules(["RAM 1/2MB"], 1.0) is None
