@@ -21,10 +21,10 @@ JOB_MODULES = (
     "fleetbench.probe.run",
     "fleetbench.train.run",
     "fleetbench.train.stage",
-    "fleetbench.profile.run",
+    "fleetbench.profile.jobs.profile",
     "fleetbench.profile.trace.stage",
-    "fleetbench.profile.ncu.run",
-    "fleetbench.profile.roofline.run",
+    "fleetbench.profile.jobs.ncu",
+    "fleetbench.profile.jobs.roofline",
     "fleetbench.edge.run",
     "fleetbench.edge.stage",
 )
@@ -39,7 +39,7 @@ def test_every_job_has_the_same_entry(module: str) -> None:
 
 
 def test_the_jobs_that_take_their_input_are_made_as_jobs(tmp_path: Path) -> None:
-    from fleetbench.profile.ncu.run import summary_job
+    from fleetbench.profile.jobs.ncu import summary_job
     from fleetbench.profile.trace.record import TraceSettings, record_job
 
     for job in (

@@ -66,12 +66,6 @@ def nvidia_verdict(rule: RuleResult) -> tuple[str | None, str | None]:
     return None, None
 
 
-def nvidia_view(rule: RuleResult) -> str | None:
-    """'busy' or 'latency' as NVIDIA's bottleneck rule words it; None when it says neither."""
-    cls = nvidia_verdict(rule)[0]
-    return None if cls is None else "latency" if cls == "latency_bound" else "busy"
-
-
 def headline(rule: RuleResult) -> str:
     """A rule in a few words: its title, else the start of its message."""
     text = rule.title or rule.message.split(". ")[0]

@@ -1,7 +1,7 @@
 """`fleetbench profile`: torch.profiler capture of a workload, its trace summary, peaks and roofline.
 
-Steps A (macro trace) and C (analytical roofline); step B, Nsight Compute, is `profile/ncu/run.py`,
-and the roofline of an existing report or profile run is `profile/roofline/run.py`. Everything goes
+Steps A (macro trace) and C (analytical roofline); step B, Nsight Compute, is `profile/jobs/ncu.py`,
+and the roofline of an existing report or profile run is `profile/jobs/roofline.py`. Everything goes
 to results/<run_id>/profile/. The workload runs under the profiler before the run folder is made,
 so a script or module that fails leaves no folder behind.
 """
