@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from fleetbench.train.ac import checkpointed
 from fleetbench.train.llama import Llama
 from fleetbench.train.plan import ModelShape
 
@@ -47,6 +47,7 @@ class Block(nn.Module):
             nn.Linear(shape.ffn_dim, shape.dim, bias=False),
         )
         self.activation_checkpointing = False
+        self.ac_policy = "full"  # with activation_checkpointing: full or selective_op (train/ac.py)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         seq_len = x.shape[1]
@@ -59,8 +60,7 @@ class Block(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The block on (batch, seq, dim); with activation checkpointing, recomputed in backward."""
         if self.activation_checkpointing and torch.is_grad_enabled():
-            out: torch.Tensor = checkpoint(self._forward, x, use_reentrant=False)
-            return out
+            return checkpointed(self._forward, x, self.ac_policy)
         return self._forward(x)
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.checkpoint import checkpoint
 
+from fleetbench.train.ac import checkpointed
 from fleetbench.train.plan import ModelShape
 from fleetbench.train.rope import rope_inverse_frequencies
 
@@ -107,6 +107,7 @@ class LlamaBlock(nn.Module):
         self.ffn_norm = RMSNorm(shape.dim, shape.norm_eps)
         self.feed_forward = FeedForward(shape.dim, shape.ffn_dim)
         self.activation_checkpointing = False
+        self.ac_policy = "full"  # with activation_checkpointing: full or selective_op (train/ac.py)
 
     def _forward(self, x: torch.Tensor) -> torch.Tensor:
         h = x + self.attention(self.attention_norm(x))
@@ -116,8 +117,7 @@ class LlamaBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The block on (batch, seq, dim); with activation checkpointing, recomputed in backward."""
         if self.activation_checkpointing and torch.is_grad_enabled():
-            out: torch.Tensor = checkpoint(self._forward, x, use_reentrant=False)
-            return out
+            return checkpointed(self._forward, x, self.ac_policy)
         return self._forward(x)
 
 
