@@ -8,6 +8,7 @@ float8 path itself needs an FP8 GPU: scripts/gpu-check.sh's float8 stage runs it
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -75,7 +76,7 @@ def test_warmup_then_cosine_down_to_the_floor() -> None:
                      lr_schedule="cosine", lr_min_ratio=0.1)  # fmt: skip
     lrs = [lr_at(plan, step) for step in range(10)]
     assert lrs[:3] == pytest.approx([5e-4, 1e-3, 1e-3])  # linear warmup, then the peak
-    assert all(a > b for a, b in zip(lrs[2:], lrs[3:], strict=False))  # decays every step
+    assert all(a > b for a, b in itertools.pairwise(lrs[2:]))  # decays every step
     assert lrs[-1] == pytest.approx(1e-4)  # lr_min_ratio x lr at the last step
     constant = TrainPlan("tiny", plan.shape, 32, 4, 10, "random", 1e-3, 2, 1)
     assert [lr_at(constant, s) for s in range(2, 10)] == [1e-3] * 8

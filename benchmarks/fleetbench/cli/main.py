@@ -54,6 +54,7 @@ COMMANDS: dict[str, str] = {
     "baseline": "compare_cmd",
     "noise": "noise_cmd",
     "history": "history_cmd",
+    "tune": "tune_cmd",
     "stack": "stack_cmd",
     "dashboards": "dashboards_cmd",
     "images": "images_cmd",

@@ -12,4 +12,6 @@ torch import, so the CLI reads it without loading torch. The trainer modules imp
   profiling   torch.profiler over `train.profile_steps` on every rank: one trace per rank (HTA's naming)
   data, flops, memory, checkpoint, history, plots, display   what their names say
   stage       the demo's train stage (tiny preset, 2 gloo ranks)
+  ac, float8  selective op-level activation checkpointing; torchao float8 linears (refused without FP8)
+  tune/       `fleetbench tune`: a run's verdicts as candidate knob changes, each measured against the base
 """
