@@ -24,7 +24,7 @@ from fleetbench.devices import DeviceInfo
 from fleetbench.results.store import read_records
 from fleetbench.train.defaults import choose_precision, choose_preset
 from fleetbench.train.history import read_history
-from fleetbench.train.parallel import compute_dtype, precision
+from fleetbench.train.parallel import compute_dtype
 from fleetbench.train.plan import resolve_plan
 
 REPO = Path(__file__).resolve().parents[1]
@@ -130,15 +130,16 @@ def test_cuda_defaults_through_the_trainer() -> None:
     """What a GPU rank resolves, from a CUDA DeviceInfo: seed, bf16 params and fp32 reduce under FSDP2."""
     plan = resolve_plan(TrainConfig(), world_size=8, device=CUDA)
     assert (plan.preset, plan.preset_why) == ("seed", "automatic: seed on CUDA")
-    assert compute_dtype(TrainConfig(), CUDA) == torch.bfloat16
-    policy = precision(TrainConfig(), CUDA)
+    assert compute_dtype(plan) == torch.bfloat16  # the plan resolves the policy once, for the device
+    policy = plan.precision
     assert (policy.param_dtype, policy.reduce_dtype, policy.why) == (
         "bfloat16",
         "float32",
         "automatic: bf16 on CUDA under FSDP2",
     )
-    assert compute_dtype(TrainConfig(fsdp=False), CUDA) == torch.float32  # no MixedPrecisionPolicy without FSDP2
-    assert compute_dtype(TrainConfig(mixed_precision=False), CUDA) == torch.float32
+    unsharded = resolve_plan(TrainConfig(fsdp=False), world_size=1, device=CUDA)
+    assert compute_dtype(unsharded) == torch.float32  # no MixedPrecisionPolicy without FSDP2
+    assert compute_dtype(resolve_plan(TrainConfig(mixed_precision=False), world_size=8, device=CUDA)) == torch.float32
     explicit = resolve_plan(TrainConfig(preset="small"), world_size=1, device=CUDA)
     assert (explicit.preset, explicit.preset_why) == ("small", "train.preset=small")
 
@@ -147,8 +148,8 @@ def test_cpu_defaults_through_the_trainer() -> None:
     plan = resolve_plan(TrainConfig(), world_size=2, device=CPU)
     assert (plan.preset, plan.preset_why) == ("tiny", "automatic: tiny on CPU")
     assert resolve_plan(TrainConfig(), world_size=2).preset == "tiny"  # a plan made without a device
-    assert compute_dtype(TrainConfig(), CPU) == torch.float32
-    assert compute_dtype(TrainConfig(mixed_precision=True), CPU) == torch.bfloat16
+    assert compute_dtype(plan) == torch.float32
+    assert compute_dtype(resolve_plan(TrainConfig(mixed_precision=True), world_size=2, device=CPU)) == torch.bfloat16
     assert resolve_plan(TrainConfig(preset="seed"), world_size=2, device=CPU).preset == "seed"
 
 

@@ -83,7 +83,7 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
     from fleetbench.train.data import text_corpus
     from fleetbench.train.float8 import check_float8
     from fleetbench.train.memory import check_fits
-    from fleetbench.train.parallel import check_ranks_fit, default_local_ranks, precision, usable_cpu_cores, uses_cuda
+    from fleetbench.train.parallel import check_ranks_fit, default_local_ranks, usable_cpu_cores, uses_cuda
 
     cfg = config.train
     nproc = cfg.nproc or default_local_ranks(cfg.device)
@@ -108,8 +108,8 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
                 f"train.seq_len={plan.seq_len} is longer than the text corpus ({len(corpus.tokens)} "
                 f"bytes); accepted: seq_len < {len(corpus.tokens) - 1}, or data=random"
             )
-    check_float8(cfg.float8, device, precision(cfg, device).bf16)
-    check_fits(plan, cfg, device.torch_device, nproc, precision(cfg, device).bf16)
+    check_float8(cfg.float8, device, plan.precision.bf16)
+    check_fits(plan, cfg, device.torch_device, nproc, plan.precision.bf16)
     if not cuda and nproc > usable_cpu_cores():
         log.warning(
             "%d ranks share %d CPU core(s): the run is correct but slower, and its tokens/s and MFU are not "

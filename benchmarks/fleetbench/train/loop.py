@@ -70,7 +70,6 @@ from fleetbench.train.parallel import (
     compute_dtype,
     init_process_group,
     pick_device,
-    precision,
     threads_per_rank,
     watch_dtypes,
 )
@@ -242,8 +241,8 @@ class Trainer:
         self.closing: list[str] = []  # what rank 0 shows once the run is over
         self.rank = dist.get_rank()
         self.world = dist.get_world_size()
-        self.precision = precision(self.cfg, setup.device)
-        self.dtype = compute_dtype(self.cfg, setup.device)
+        self.precision = plan.precision
+        self.dtype = compute_dtype(plan)
         self.knobs = MemoryKnobs(
             plan.batch_size,
             plan.seq_len,
@@ -732,7 +731,7 @@ def run_worker(config: FleetbenchConfig, context: RunContext) -> JobResult[Train
     plan = resolve_plan(cfg, env.world_size, device)
     check_launch(cfg, plan)
     check_profile_device(cfg, device.backend == "cuda")
-    check_fits(plan, cfg, device.torch_device, env.local_world_size, precision(cfg, device).bf16)
+    check_fits(plan, cfg, device.torch_device, env.local_world_size, plan.precision.bf16)
     setup = RankSetup(env, device, comm_backend, threads_per_rank(cfg, env))
     torch.set_num_threads(setup.threads)
     previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)

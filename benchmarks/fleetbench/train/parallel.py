@@ -23,7 +23,6 @@ from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
 from fleetbench.train.decoder import Block, TrainModel, build_decoder, init_weights
-from fleetbench.train.defaults import Precision, choose_precision
 from fleetbench.train.float8 import apply_float8
 from fleetbench.train.plan import TrainPlan
 
@@ -192,14 +191,9 @@ def build_mesh(cfg: TrainConfig, env: DistEnv, device: DeviceInfo) -> DeviceMesh
     return init_device_mesh(device.backend, (env.world_size // shard, shard), mesh_dim_names=("replicate", "shard"))
 
 
-def precision(cfg: TrainConfig, device: DeviceInfo) -> Precision:
-    """This run's precision policy on `device` (the rule is `train/defaults.py`'s choose_precision)."""
-    return choose_precision(cfg.mixed_precision, cfg.fsdp, device.backend)
-
-
-def compute_dtype(cfg: TrainConfig, device: DeviceInfo) -> torch.dtype:
-    """The dtype the layers compute in: FSDP2's param_dtype, bf16 or fp32 (see `precision`)."""
-    dtype: torch.dtype = getattr(torch, precision(cfg, device).param_dtype)
+def compute_dtype(plan: TrainPlan) -> torch.dtype:
+    """The dtype the layers compute in: FSDP2's param_dtype, bf16 or fp32 (the plan's precision policy)."""
+    dtype: torch.dtype = getattr(torch, plan.precision.param_dtype)
     return dtype
 
 
@@ -251,8 +245,8 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     With meta_init the model is created on the meta device, sharded, then `to_empty` allocates only
     each rank's shards, so no rank ever holds the unsharded model.
     """
-    policy_dtypes = precision(cfg, device)
-    dtype = compute_dtype(cfg, device)
+    policy_dtypes = plan.precision
+    dtype = compute_dtype(plan)
     build_on = torch.device("meta") if cfg.meta_init else torch.device("cpu")
     with build_on:
         model = build_decoder(plan.shape)

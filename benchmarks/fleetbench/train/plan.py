@@ -6,12 +6,12 @@ package; the section itself and its presets are in `fleetbench.config.train`. No
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, ModelFamily, TrainConfig
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
-from fleetbench.train.defaults import choose_preset
+from fleetbench.train.defaults import Precision, choose_precision, choose_preset
 
 __all__ = [
     "ModelShape",
@@ -63,6 +63,8 @@ class TrainPlan:
     warmup_steps: int
     world_size: int
     preset_why: str = ""  # "train.preset=NAME", or why the device's default was chosen
+    # the precision policy, resolved once here for the device (launcher and ranks read it; train/defaults.py)
+    precision: Precision = field(default_factory=lambda: choose_precision(None, True, "cpu"))
     grad_accum_steps: int = 1  # micro-batches of batch_size per optimiser step
     lr_schedule: str = "constant"  # after the warmup: constant or cosine
     lr_min_ratio: float = 0.1  # cosine: the last step's learning rate over lr
@@ -133,6 +135,7 @@ def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = 
         warmup_steps=_pick(cfg.warmup_steps, preset.warmup_steps),
         world_size=world_size,
         preset_why=choice.why,
+        precision=choose_precision(cfg.mixed_precision, cfg.fsdp, device.backend if device is not None else "cpu"),
         grad_accum_steps=cfg.grad_accum_steps,
         lr_schedule=cfg.lr_schedule,
         lr_min_ratio=cfg.lr_min_ratio,
