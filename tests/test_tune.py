@@ -75,20 +75,22 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_tune_measures_the_candidates_of_a_real_run_and_writes_a_config_train_accepts(tmp_path: Path) -> None:
-    """A 2-rank train run; tune proposes >= 3 candidates and measures two (3 rounds: 9 processes of 5-35 s
-    each, by the machine's load: compile is left out, its inductor build alone takes minutes here)."""
+    """A 2-rank train run; tune proposes >= 3 candidates and measures one (3 rounds: 6 train processes of
+    10-100 s each, by the machine's load; compile is left out here, its inductor build alone takes minutes
+    on 2 cores; `fleetbench tune` measures it like any other, see docs/tune.md)."""
     done = cli("train", "--results-dir", str(tmp_path), "--run-id", "base", "--nproc", "2", "--device", "cpu",
-               "--preset", "tiny", "--steps", "6", *(f"--set=train.{s}" for s in SMALL))  # fmt: skip
+               "--preset", "tiny", "--steps", "4", *(f"--set=train.{s}" for s in SMALL))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     out = tmp_path / "tuned.yaml"
-    done = cli("tune", "base", "--results-dir", str(tmp_path), "--rounds", "3", "--only", "no-reshard",
-               "--only", "batch-x2", "--out", str(out), "--json")  # fmt: skip
+    done = cli("tune", "base", "--results-dir", str(tmp_path), "--rounds", "3", "--only", "batch-x2",
+               "--out", str(out), "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     outcome = json.loads(done.stdout)
     proposed = [line for line in done.stderr.splitlines() if line.startswith("  ")]
     assert len(proposed) >= 3 and any("compile" in line for line in proposed)  # proposed, then narrowed by --only
-    assert [c["name"] for c in outcome["candidates"]] == ["no-reshard", "batch-x2"]
+    assert [c["name"] for c in outcome["candidates"]] == ["batch-x2"]
     assert len(outcome["base"]["samples"]) == 3
     for c in outcome["candidates"]:
         assert len(c["samples"]) == 3 and c["verdict"] in ("better", "worse", "no significant change")
@@ -97,8 +99,6 @@ def test_tune_measures_the_candidates_of_a_real_run_and_writes_a_config_train_ac
     config = load_config(out, [])  # what `fleetbench train --config` loads
     assert config.train.dim == 64 and written["train"]["layers"] == 2
     if outcome["best"] == "batch-x2":
-        assert config.train.batch_size == 16
-    elif outcome["best"] == "no-reshard":
-        assert config.train.reshard_after_forward is False
+        assert config.train.batch_size == 16 and outcome["candidates"][0]["verdict"] == "better"
     else:
         assert outcome["best"] == "base" and config.train.batch_size == 8
