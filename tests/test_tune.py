@@ -88,8 +88,9 @@ def test_tune_measures_the_candidates_of_a_real_run_and_writes_a_config_train_ac
                "--out", str(out), "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     outcome = json.loads(done.stdout)
-    proposed = [line for line in done.stderr.splitlines() if line.startswith("  ")]
-    assert len(proposed) >= 3 and any("compile" in line for line in proposed)  # proposed, then narrowed by --only
+    proposed = [c["name"] for c in outcome["proposed"]]  # what the verdicts proposed, before --only
+    assert len(proposed) >= 3 and {"compile", "no-reshard", "batch-x2"} <= set(proposed)
+    assert "[not measured: --only]" in done.stderr
     assert [c["name"] for c in outcome["candidates"]] == ["batch-x2"]
     assert len(outcome["base"]["samples"]) == 3
     for c in outcome["candidates"]:

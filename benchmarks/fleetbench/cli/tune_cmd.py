@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -93,19 +93,26 @@ def handle_tune(args: argparse.Namespace, console: Console) -> int:
         raise UserError(f"--rounds {args.rounds}: too few for a test; accepted: {MIN_ROUNDS} or more")
     root = Path(args.results_dir)
     verdicts = _verdicts(args, root)
-    found = _chosen(candidates(verdicts), args.only)
+    proposed = candidates(verdicts)
+    found = _chosen(proposed, args.only)
     prefix = f"tune-{new_run_id()}"
     out = args.out or root / prefix / "tuned.yaml"
     check_output_file(out, "--out")
     config_file = write_base_config(verdicts.train, root / prefix / "base.yaml")
     err = Console(stderr=True)
-    err.print(f"tune: verdicts from {', '.join(verdicts.sources)}; {len(found)} candidate(s)", highlight=False)
-    for c in found:
-        err.print(f"  {c.name}: {' '.join(c.overrides)} ({c.why})", highlight=False, markup=False)
+    err.print(
+        f"tune: verdicts from {', '.join(verdicts.sources)}; {len(proposed)} candidate(s), {len(found)} measured",
+        highlight=False,
+    )
+    for c in proposed:
+        left_out = "" if c in found else " [not measured: --only]"
+        err.print(f"  {c.name}: {' '.join(c.overrides)} ({c.why}){left_out}", highlight=False, markup=False)
     base, judged = measure(config_file, found, args.rounds, root, prefix, lambda line: err.print(line, highlight=False))
     winner = best(judged)
     written = write_best(verdicts.train, winner, out)
-    outcome = {
+    outcome: dict[str, Any] = {
+        "verdicts_from": verdicts.sources,
+        "proposed": [{"name": c.name, "overrides": list(c.overrides), "why": c.why} for c in proposed],
         "base": {"config": str(config_file), "samples": base.samples, "runs": base.run_ids},
         "candidates": [
             {
@@ -133,7 +140,6 @@ def handle_tune(args: argparse.Namespace, console: Console) -> int:
     for column in ("candidate", "change", "95% interval", "verdict", "why"):
         table.add_column(column, overflow="fold")
     for item in outcome["candidates"]:
-        assert isinstance(item, dict)
         interval = item["interval_pct"]
         table.add_row(
             f"{item['name']} ({' '.join(item['overrides'])})",
