@@ -77,17 +77,23 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(1800)
 def test_tune_measures_the_candidates_of_a_real_run_and_writes_a_config_train_accepts(tmp_path: Path) -> None:
-    """A 2-rank train run; tune proposes >= 3 candidates and measures one (3 rounds: 6 train processes of
+    """A 2-rank train run and a profile of the train workload; tune proposes >= 3 candidates from their
+    verdicts and measures one (3 rounds: 6 train processes of
     10-100 s each, by the machine's load; compile is left out here, its inductor build alone takes minutes
     on 2 cores; `fleetbench tune` measures it like any other, see docs/tune.md)."""
     done = cli("train", "--results-dir", str(tmp_path), "--run-id", "base", "--nproc", "2", "--device", "cpu",
                "--preset", "tiny", "--steps", "4", *(f"--set=train.{s}" for s in SMALL))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
+    done = cli("profile", "--results-dir", str(tmp_path), "--run-id", "prof", "--workload", "train", "--device", "cpu")
+    assert done.returncode == 0, done.stderr[-2000:]
     out = tmp_path / "tuned.yaml"
-    done = cli("tune", "base", "--results-dir", str(tmp_path), "--rounds", "3", "--only", "batch-x2",
+    done = cli("tune", "base", "prof", "--results-dir", str(tmp_path), "--rounds", "3", "--only", "batch-x2",
                "--out", str(out), "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     outcome = json.loads(done.stdout)
+    assert outcome["verdicts_from"] == ["train base", "profile prof"]
+    whys = {c["name"]: c["why"] for c in outcome["proposed"]}
+    assert "of the profiled time is" in whys["compile"]  # the profile's roofline classes, not the default
     proposed = [c["name"] for c in outcome["proposed"]]  # what the verdicts proposed, before --only
     assert len(proposed) >= 3 and {"compile", "no-reshard", "batch-x2"} <= set(proposed)
     assert "[not measured: --only]" in done.stderr
