@@ -14,6 +14,11 @@
 #                  requests): the report sets its tokens/s beside the bare run's; skipped, with its
 #                  reason, without Docker, the NVIDIA Container Toolkit or the image (IMAGE_NAMESPACE)
 #   train-compile  the same with torch.compile (train.compile=true)
+#   float8         the same with torch.compile and torchao float8 (train.float8=tensorwise): MFU against
+#                  the bf16 peak, as torchtitan counts it; on a GPU without FP8 the trainer refuses
+#                  with one line (exit 2), and the stage fails with it
+#   tune           fleetbench tune of the train-eager run: the compile candidate against the base in
+#                  3 rounds of TUNE_STEPS-step processes, its change with the interval, the tuned config
 #   trace          fleetbench train --profile-steps 3:5 (torch.profiler, 3 steps), then
 #                  fleetbench trace summarize of its trace: compute / communication / memory / idle
 #   profile        fleetbench profile: the trainer's step (one block) under torch.profiler, roofline
@@ -221,6 +226,15 @@ stage_train_compile() {
   fb 300 "${TRAIN[@]}" --run-id "$RUN-compile" --steps "$STEPS" --set train.compile=true
 }
 
+stage_float8() {
+  fb 300 "${TRAIN[@]}" --run-id "$RUN-float8" --steps "$STEPS" --set train.compile=true --set train.float8=tensorwise
+}
+
+stage_tune() {
+  fb 240 tune "$RUN-eager" --rounds 3 --only compile --set "train.steps=${TUNE_STEPS:-10}" \
+    --results-dir "$RESULTS" --out "$WORK/tuned.yaml"
+}
+
 stage_trace() {
   fb 240 "${TRAIN[@]}" --run-id "$RUN-trace" --steps 6 --profile-steps 3:5 &&
     fb_to "$WORK/trace_summary.md" 120 trace summarize "$RESULTS/$RUN-trace/profile" --format md &&
@@ -290,6 +304,8 @@ stage gpu-tests stage_gpu_tests
 stage train-eager stage_train_eager
 stage image stage_image
 stage train-compile stage_train_compile
+stage float8 stage_float8
+stage tune stage_tune
 stage trace stage_trace
 stage profile stage_profile
 stage ncu stage_ncu

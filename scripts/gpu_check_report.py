@@ -26,7 +26,7 @@ from fleetbench.results.store import read_records
 
 GIB = 2**30
 TAIL_LINES = 25  # of a failed stage's output, in the report
-TRAIN_RUNS = ("eager", "image", "compile", "trace")
+TRAIN_RUNS = ("eager", "image", "compile", "float8", "trace")
 
 
 def read_stages(work: Path) -> list[dict[str, Any]]:
@@ -118,6 +118,7 @@ def train_row(record: dict[str, Any]) -> dict[str, Any]:
         "precision_why": precision.get("why"),
         "observed_dtypes": precision.get("observed"),
         "compile": (record.get("config") or {}).get("compile"),
+        "float8": (record.get("config") or {}).get("float8"),
         "steps": s.get("steps_run"),
         "steady_state_steps": s.get("steady_state_steps"),
         "tokens_per_s": s.get("tokens_per_s"),

@@ -79,7 +79,10 @@ def config_value(config: BaseModel, dotted: str) -> Any:
     return value
 
 
-NEEDED = {("ncu", "summarize"): ["report.ncu-rep"]}  # a command's own positional argument
+NEEDED = {
+    ("ncu", "summarize"): ["report.ncu-rep"],
+    ("trace", "summarize"): ["trace.json"],
+}  # a command's own positional argument
 
 
 def argv_of(path: tuple[str, ...], flag: Flag) -> list[str]:

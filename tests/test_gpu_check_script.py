@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "gpu-check.sh"
 REPORT = REPO / "scripts" / "gpu_check_report.py"
 STAGES = [
-    "machine", "gpu-tests", "train-eager", "image", "train-compile", "trace", "profile", "ncu", "edge", "edge-peak",
+    "machine", "gpu-tests", "train-eager", "image", "train-compile", "float8", "tune", "trace", "profile", "ncu", "edge",
+    "edge-peak",
 ]  # fmt: skip
 
 
@@ -93,6 +94,10 @@ def test_dry_run_prints_every_stage_command_and_runs_nothing(tmp_path: Path) -> 
     assert boxed.endswith(eager.split(" --set train.plot=false", 1)[1].replace("-eager", "-image"))
     (compiled,) = stages["train-compile"]
     assert compiled.endswith("--steps 30 --set train.compile=true")
+    (float8,) = stages["float8"]
+    assert float8.endswith("--steps 30 --set train.compile=true --set train.float8=tensorwise")
+    (tune,) = stages["tune"]
+    assert " tune " in tune and "--rounds 3 --only compile --set train.steps=10" in tune and "-eager" in tune
     train, summary_md, summary_json = stages["trace"]
     assert "--profile-steps 3:5" in train
     assert " trace summarize " in summary_md and summary_md.endswith(
@@ -146,7 +151,10 @@ def test_a_failed_stage_does_not_stop_the_others_and_fails_the_check(tmp_path: P
     env.pop("KEEP", None)
     done = check("--out", str(out), env=env)
     assert done.returncode == 1
-    assert "gpu-check: failed stages: machine gpu-tests train-eager train-compile trace profile ncu" in done.stderr
+    assert (
+        "gpu-check: failed stages: machine gpu-tests train-eager train-compile float8 tune trace profile ncu"
+        in done.stderr
+    )
     (md,) = out.glob("gpu-check-*.md")
     (data_path,) = out.glob("gpu-check-*.json")
     assert md.stem == data_path.stem

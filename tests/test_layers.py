@@ -19,7 +19,7 @@ from package_graph import graph, imports_in, job_modules, modules
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("__init__", "catalogue", "envvars", "errors", "jsonio"),  # the ground floor: nothing of ours
     ("names",),  # the rule every name and path argument is checked by
-    ("devices", "energy", "fsutil", "logs", "runinfo", "urls"),  # small helpers over the ground floor; energy meters
+    ("devices", "energy", "fsutil", "gpus", "logs", "runinfo", "urls"),  # small helpers; energy meters; the GPU table
     ("results", "services"),  # result records; local Prometheus/Pushgateway services
     ("config",),  # the validated configuration of every job
     ("job", "slurm"),  # the Job contract and run context; Slurm's queue and accounting
@@ -147,25 +147,9 @@ def test_the_circle_finder_finds_a_planted_circle() -> None:
 
 
 FOLDERS = sorted(name for name, path in modules().items() if path.name == "__init__.py")
-# Being fixed: trace_summary.py moves into trace/ (as trace/summary.py), and the profiling jobs move to
-# profile/jobs/ so that ncu/run.py, roofline/run.py and export.py stop importing each other's folders.
-PROFILE_CIRCLES = (
-    "profile/ has circles between its files and folders: trace/ <-> trace_summary.py (trace_summary.py "
-    "imports trace/ and trace/record.py, report.py, ranks.py import it back), ncu/run.py -> roofline/analysis.py "
-    "-> ncu/summary.py, ncu/run.py -> export.py -> ncu/summary.py, roofline/run.py -> capture.py -> "
-    "roofline/analysis.py, trace/record.py -> export.py -> trace_summary.py -> trace/"
-)
 
 
-@pytest.mark.parametrize(
-    "folder",
-    [
-        pytest.param(folder, marks=pytest.mark.xfail(strict=False, reason=PROFILE_CIRCLES))
-        if folder == "fleetbench.profile"
-        else folder
-        for folder in FOLDERS
-    ],
-)
+@pytest.mark.parametrize("folder", FOLDERS)
 def test_no_circles_between_the_files_and_folders_of(folder: str) -> None:
     assert folder_circles(folder) == []
 

@@ -249,7 +249,9 @@ def test_cli_summarize_shows_kernels_classes_and_fixes(
     assert "(console," in captured.out
     for text in ("row_sums", "column_sums", "memory_bound", "11.970 ms", "93.0%", "main fix"):
         assert text in captured.out, text
-    assert "==PROF== Connected to process 5341" in captured.err  # ncu's lines go to the log
+    assert "==PROF==" not in captured.err  # ncu's progress lines stay off stderr unless --verbose
+    assert fleetbench("ncu", "summarize", str(SUMS), "--verbose") == 0
+    assert "==PROF== Connected to process 5341" in capsys.readouterr().err
 
 
 @pytest.mark.realdata

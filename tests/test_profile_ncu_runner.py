@@ -263,7 +263,7 @@ def test_python_m_fleetbench_summarises_the_capture_in_a_worker_process(tmp_path
 def test_a_damaged_report_read_apart_is_one_clear_error(tmp_path: Path) -> None:
     from fleetbench.errors import UserError
     from fleetbench.profile.classify import Thresholds
-    from fleetbench.profile.ncu.run import summarize_apart
+    from fleetbench.profile.jobs.ncu import summarize_apart
 
     damaged = tmp_path / "report.ncu-rep"
     damaged.write_bytes(b"NVR\x00" + b"\x07" * 64)

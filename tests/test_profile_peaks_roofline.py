@@ -14,9 +14,7 @@ from rich.console import Console
 from fleetbench.cli.views.profile import CACHE_RESIDENT, FixRow, fixes_table, roofline_table
 from fleetbench.devices import resolve_device
 from fleetbench.errors import UserError
-from fleetbench.profile.capture import load_ops
-from fleetbench.profile.classify import Thresholds
-from fleetbench.profile.datasheet import (
+from fleetbench.gpus import (
     DATASHEET,
     Peaks,
     datasheet_peak,
@@ -24,6 +22,8 @@ from fleetbench.profile.datasheet import (
     peaks_from_datasheet,
     unknown_gpu,
 )
+from fleetbench.profile.capture import load_ops
+from fleetbench.profile.classify import Thresholds
 from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.summary import summarize_report
 from fleetbench.profile.peaks import PeakRequest, cache_file, measured_peaks, triad_probe

@@ -38,8 +38,8 @@ def test_every_job_has_the_same_entry(module: str) -> None:
 
 
 def test_the_jobs_that_take_their_input_are_made_as_jobs(tmp_path: Path) -> None:
-    from fleetbench.profile.ncu.run import summary_job
-    from fleetbench.profile.trace.record import TraceSettings, record_job
+    from fleetbench.profile.jobs.ncu import summary_job
+    from fleetbench.profile.jobs.trace import TraceSettings, record_job
 
     for job in (
         summary_job(tmp_path / "report.ncu-rep"),

@@ -18,8 +18,8 @@ from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge import stage as edge_stage
 from fleetbench.job import Job, JobResult, RunContext
 from fleetbench.probe import run as probe_job
-from fleetbench.profile import run as profile_job
-from fleetbench.profile.trace import stage as trace_stage
+from fleetbench.profile.jobs import profile as profile_job
+from fleetbench.profile.jobs import trace_stage
 from fleetbench.report.build import build_report
 from fleetbench.results.store import default_spool_dir
 from fleetbench.services.prometheus_api import PrometheusClient, Series

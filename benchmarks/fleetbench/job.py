@@ -112,8 +112,9 @@ class RunContext:
         return self.run_dir / name
 
     def pinned(self, config: FleetbenchConfig) -> FleetbenchConfig:
-        """`config` with this run's id and results root, for a process this run starts (torchrun, ncu's target)."""
-        run = config.run.model_copy(update={"run_id": self.run_id, "results_dir": self.results_dir})
+        """`config` with this run's id and results root, for a process this run starts (torchrun, ncu's target,
+        the demo's stages): that process continues this run, adding to its records."""
+        run = config.run.model_copy(update={"run_id": self.run_id, "results_dir": self.results_dir, "continues": True})
         return config.model_copy(update={"run": run})
 
 

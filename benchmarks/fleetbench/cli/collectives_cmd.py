@@ -13,12 +13,75 @@ import os
 
 from rich.console import Console
 
+from fleetbench.cli.flags import Flag, add_flags
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.config.collectives import COLLECTIVE_OPS
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 
 log = logging.getLogger(__name__)
+
+
+def _ops(text: str, shown: str) -> list[str]:
+    """--ops a,b: the operations' names as the config spells them (all-reduce or all_reduce)."""
+    return [op.strip().replace("-", "_") for op in text.split(",")]
+
+
+SWEEP_FLAGS = (
+    Flag(
+        "--ops",
+        "collectives.ops",
+        f"comma-separated operations (default: {','.join(COLLECTIVE_OPS)})",
+        example="all_reduce,all_gather",
+        convert=_ops,
+    ),
+    Flag(
+        "--min-bytes",
+        "collectives.min_bytes",
+        "smallest size (default 8; nccl-tests -b)",
+        example="64",
+        type=int,
+        metavar="B",
+    ),
+    Flag(
+        "--max-bytes",
+        "collectives.max_bytes",
+        "largest size (default 1 GiB on GPUs, 1 MiB on the CPU; -e)",
+        example="4096",
+        type=int,
+        metavar="B",
+    ),
+    Flag(
+        "--iters", "collectives.iters", "timed iterations per size (default 20; -n)", example="5", type=int, metavar="N"
+    ),
+    Flag("--device", "collectives.device", "auto, cpu (gloo) or cuda (NCCL) (default: auto)", example="cpu"),
+)
+LAUNCH_FLAGS = (
+    Flag(
+        "--nproc",
+        "collectives.nproc",
+        "ranks on this node (default: GPUs, or 2 on CPU)",
+        example="2",
+        type=int,
+        metavar="N",
+    ),
+    Flag("--nnodes", "collectives.nnodes", "nodes in the job (default: 1)", example="2", type=int, metavar="N"),
+    Flag(
+        "--node-rank",
+        "collectives.node_rank",
+        "this node's index; 0 hosts the rendezvous",
+        example="1",
+        type=int,
+        metavar="N",
+    ),
+    Flag(
+        "--rdzv-endpoint",
+        "collectives.rdzv_endpoint",
+        "node 0's rendezvous address (multi-node)",
+        example="127.0.0.1:29500",
+        metavar="HOST:PORT",
+    ),
+)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,37 +93,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_options(parser)
-    group = parser.add_argument_group("the sweep (each flag is a shortcut for --set collectives.KEY=VALUE)")
-    group.add_argument("--ops", help=f"comma-separated operations (default: {','.join(COLLECTIVE_OPS)})")
-    group.add_argument("--min-bytes", type=int, metavar="B", help="smallest size (default 8; nccl-tests -b)")
-    group.add_argument(
-        "--max-bytes", type=int, metavar="B", help="largest size (default 1 GiB on GPUs, 1 MiB on the CPU; -e)"
-    )
-    group.add_argument("--iters", type=int, metavar="N", help="timed iterations per size (default 20; -n)")
-    group.add_argument("--device", help="auto, cpu (gloo) or cuda (NCCL) (default: auto)")
-    launch = parser.add_argument_group("launch (torchrun, c10d rendezvous)")
-    launch.add_argument("--nproc", type=int, metavar="N", help="ranks on this node (default: GPUs, or 2 on CPU)")
-    launch.add_argument("--nnodes", type=int, metavar="N", help="nodes in the job (default: 1)")
-    launch.add_argument("--node-rank", type=int, metavar="N", help="this node's index; 0 hosts the rendezvous")
-    launch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="node 0's rendezvous address (multi-node)")
+    add_flags(parser, SWEEP_FLAGS, "the sweep (each flag is a shortcut for --set collectives.KEY=VALUE)")
+    add_flags(parser, LAUNCH_FLAGS, "launch (torchrun, c10d rendezvous)")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace, console: Console) -> int:
     """Launch the ranks (or, under torchrun, be one), then print the table, the averages and the chart."""
-    ops = [op.strip().replace("-", "_") for op in args.ops.split(",")] if args.ops is not None else None
-    flags = {
-        "collectives.ops": (ops, "--ops"),
-        "collectives.min_bytes": (args.min_bytes, "--min-bytes"),
-        "collectives.max_bytes": (args.max_bytes, "--max-bytes"),
-        "collectives.iters": (args.iters, "--iters"),
-        "collectives.device": (args.device, "--device"),
-        "collectives.nproc": (args.nproc, "--nproc"),
-        "collectives.nnodes": (args.nnodes, "--nnodes"),
-        "collectives.node_rank": (args.node_rank, "--node-rank"),
-        "collectives.rdzv_endpoint": (args.rdzv_endpoint, "--rdzv-endpoint"),
-    }
-    config = config_from_args(args, flags)
+    config = config_from_args(args)
     from fleetbench.collectives import run as collectives_job  # torch loads once the config is valid
     from fleetbench.train.parallel import DistEnv
 

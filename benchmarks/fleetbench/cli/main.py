@@ -58,6 +58,7 @@ COMMANDS: dict[str, str] = {
     "noise": "noise_cmd",
     "history": "history_cmd",
     "bisect": "bisect_cmd",
+    "tune": "tune_cmd",
     "stack": "stack_cmd",
     "dashboards": "dashboards_cmd",
     "images": "images_cmd",

@@ -73,7 +73,7 @@ def run_context(config: FleetbenchConfig, console: Console, *, continues: bool =
 
     # A results folder that is a file, a loop or not writable is refused before the job's work, not after it.
     check_writable_dir(config.run.results_dir, "results dir", "--results-dir")
-    if not continues:
+    if not (continues or config.run.continues):
         refuse_existing_run(config.run.results_dir, config.run.run_id)
     return RunContext.start(config, ConsoleProgress(console))
 

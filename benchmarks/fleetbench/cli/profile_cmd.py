@@ -24,6 +24,8 @@ log = logging.getLogger(__name__)
 # (profile.top; profile.thresholds.* are classify.Thresholds' defaults), which a test holds equal.
 # Building the config's models would cost a report reader more than the rest of its start-up.
 SUMMARY_TOP = 15
+# `ncu summarize --strict` on a report cut short: its own status, apart from bad input (2) and failures (1).
+EXIT_CUT = 3
 PEAK_HELP = (
     "peaks of a GPU the datasheet table lacks: dram=GB/s,fp32=TFLOPS,tensor=TFLOPS "
     "(e.g. dram=864GB/s,fp32=91.6TFLOPS,tensor=366TFLOPS)"
@@ -142,6 +144,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     summarize.add_argument("--launches", action="store_true", help="one row per launch instead of per kernel")
     summarize.add_argument("--record", action="store_true", help="also write a result record and metrics")
     add_flags(summarize, NCU_SUMMARIZE_FLAGS)  # read by --record's config, else straight from args
+    summarize.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit {EXIT_CUT} when the report is cut short (the summary is still printed)",
+    )
+    summarize.add_argument("--verbose", action="store_true", help="also echo ncu's ==PROF== progress lines on stderr")
     add_run_options(summarize)
     summarize.set_defaults(handler=handle_ncu_summarize)
     permissions = sub.add_parser("permissions", help="who may read the GPU counters here (RmProfilingAdminOnly)")
@@ -161,7 +169,7 @@ def handle_profile(args: argparse.Namespace, console: Console) -> int:
     """Profile the workload (arguments after `--` go to a script or module)."""
     config = config_from_args(args)
     from fleetbench.cli.views.profile import show_profile
-    from fleetbench.profile import run as profile_job  # torch loads once the config is valid
+    from fleetbench.profile.jobs import profile as profile_job  # torch loads once the config is valid
 
     result = profile_job.run(config, run_context(config, console))
     show_profile(console, result.view)  # ends with the table of top ops, their class and fix
@@ -170,7 +178,7 @@ def handle_profile(args: argparse.Namespace, console: Console) -> int:
 
 def handle_ncu_run(args: argparse.Namespace, console: Console) -> int:
     """Capture an Nsight Compute report of the program (default: the profile workload) and summarise it."""
-    from fleetbench.profile.ncu import run as ncu_job  # torch loads only when a handler runs
+    from fleetbench.profile.jobs import ncu as ncu_job  # torch loads only when a handler runs
 
     config = config_from_args(args)
     context = run_context(config, console)
@@ -196,13 +204,16 @@ def _summary_settings(args: argparse.Namespace) -> tuple[Thresholds, int, str | 
     return thresholds_of(config.profile), config.profile.top, args.gpu or ncu.gpu, args.peak or ncu.peak
 
 
-def _log_notes(notes: list[str]) -> None:
-    """ncu's own ==PROF== lines and the reader's warnings (a cut file, values left out): diagnostics, on stderr."""
+def _log_notes(notes: list[str], verbose: bool = False) -> None:
+    """The reader's warnings (a cut file, values left out) and ncu's ==WARNING==/==ERROR== lines on stderr;
+    ncu's ==PROF== progress lines only with `verbose` (else at debug level, so they do not bury the warnings)."""
     for note in notes:
         if note.startswith("warning: "):
             log.warning("%s", note.removeprefix("warning: "))  # the log format names the level itself
+        elif note.startswith(("==WARNING", "==ERROR")):
+            log.warning("%s", note)
         elif not note.startswith("note: "):  # notes are part of the answer (stdout)
-            log.log(logging.WARNING if note.startswith(("==WARNING", "==ERROR")) else logging.INFO, "%s", note)
+            log.log(logging.INFO if verbose else logging.DEBUG, "%s", note)
 
 
 def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
@@ -210,7 +221,7 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
     # Reading a report needs no torch and no run machinery: each import here is what the path uses.
     if args.record:
         from fleetbench.cli.views.profile import show_ncu
-        from fleetbench.profile.ncu import run as ncu_job
+        from fleetbench.profile.jobs import ncu as ncu_job
 
         config = config_from_args(args)
         context = run_context(config, console)
@@ -222,10 +233,11 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
 
     thresholds, top, gpu, peak = _summary_settings(args)
     summary = summarize_path(args.report, thresholds, gpu, peak)
-    _log_notes(summary.notes)  # with --json too: a cut report says so where a person reads it
+    _log_notes(summary.notes, args.verbose)  # with --json too: a cut report says so where a person reads it
+    status = EXIT_CUT if args.strict and summary.cut else 0
     if args.json:
         print(jsonio.dumps({**summary.to_dict(), "overview": overview(summary, top)}, indent=1))
-        return 0
+        return status
     from fleetbench.cli.views.profile import fixes_table, kernel_notes, ncu_fix_rows, ncu_table, nvidia_table
 
     out = Console(width=None if sys.stdout.isatty() else 160)  # a listing: stdout, so it pipes
@@ -236,7 +248,7 @@ def handle_ncu_summarize(args: argparse.Namespace, console: Console) -> int:
         out.print(rules)
     for line in kernel_notes(summary, top):
         out.print(line, soft_wrap=True, markup=False, highlight=False)
-    return 0
+    return status
 
 
 def handle_ncu_permissions(args: argparse.Namespace, console: Console) -> int:
@@ -250,7 +262,7 @@ def handle_ncu_permissions(args: argparse.Namespace, console: Console) -> int:
 
 def handle_roofline(args: argparse.Namespace, console: Console) -> int:
     """Draw the roofline of an ncu report's kernels or a profile run's ops against measured peaks."""
-    from fleetbench.profile.roofline import run as roofline_job  # torch loads only when a handler runs
+    from fleetbench.profile.jobs import roofline as roofline_job  # torch loads only when a handler runs
 
     if args.ncu is not None and args.ops is not None:
         raise UserError("give --ncu REPORT or --ops RUN_FOLDER, not both")

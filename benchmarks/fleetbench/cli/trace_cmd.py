@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from fleetbench.cli.flags import Flag, add_flags
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.fsutil import check_writable_dir
 
@@ -27,6 +28,19 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is below 1")
     return value
+
+
+SUMMARIZE_FLAGS = (
+    Flag(
+        "--comm",
+        "trace.comm",
+        "which kernels are communication: fleetbench (default; config trace.comm): by what they do, "
+        "NCCL/RCCL, DeepEP, all-to-all, NVSHMEM/multimem, custom all-reduce (docs/trace.md); hta: HTA's rule, "
+        "`nccl` in the name",
+        example="hta",
+        choices=("fleetbench", "hta"),
+    ),
+)
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,13 +67,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="steps (default, as HTA): the ProfilerStep windows without the last step when there are 2 or more; "
         "trace: every event",
     )
-    summarize.add_argument(
-        "--comm",
-        choices=("fleetbench", "hta"),
-        help="which kernels are communication: fleetbench (default; config trace.comm): by what they do, "
-        "NCCL/RCCL, DeepEP, all-to-all, NVSHMEM/multimem, custom all-reduce (docs/trace.md); hta: HTA's rule, "
-        "`nccl` in the name",
-    )
+    add_flags(summarize, SUMMARIZE_FLAGS)
     summarize.add_argument("--format", choices=FORMATS, default="table", help="table (default), md or json")
     summarize.add_argument("--json", action="store_true", help="the same as --format json: strict JSON on stdout")
     summarize.add_argument("--top", type=_positive, default=10, help="kernels and ops listed per rank (default 10)")
@@ -116,7 +124,7 @@ def handle_summarize(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.profile.trace.report import build_report
 
     fmt = "json" if args.json else args.format
-    config = config_from_args(args, {"trace.comm": (args.comm, "--comm")})  # a bad config fails before any output
+    config = config_from_args(args)  # a bad config fails before any output
     context = run_context(config, console) if args.record else None
     if context is not None:  # a results folder that cannot be written is refused before the work
         check_writable_dir(context.run_dir, "results dir", "--results-dir")
@@ -131,7 +139,7 @@ def handle_summarize(args: argparse.Namespace, console: Console) -> int:
     )
     records = []
     if context is not None:
-        from fleetbench.profile.trace.record import TraceSettings, record_job
+        from fleetbench.profile.jobs.trace import TraceSettings, record_job
 
         settings = TraceSettings(
             paths=[str(p) for p in args.paths], window=args.window, top=args.top, comm=config.trace.comm

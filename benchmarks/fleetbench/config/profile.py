@@ -12,7 +12,7 @@ from fleetbench.config.strict import StrictModel
 __all__ = ["NcuConfig", "ProfileConfig", "ProfileThresholds", "Ratio"]
 
 Ratio = Annotated[float, Field(ge=0, le=1)]
-# `profile.ncu.peak`: KEY=NUMBER[UNIT] pairs, comma-separated (parsed by fleetbench.profile.datasheet.parse_peak).
+# `profile.ncu.peak`: KEY=NUMBER[UNIT] pairs, comma-separated (parsed by fleetbench.gpus.parse_peak).
 PEAK_PATTERN = (
     r"^\s*(dram|fp32|tensor|bf16|fp16)\s*=\s*[0-9.eE+]+\s*[A-Za-z/]*\s*"
     r"(,\s*(dram|fp32|tensor|bf16|fp16)\s*=\s*[0-9.eE+]+\s*[A-Za-z/]*\s*)*$"

@@ -63,6 +63,9 @@ class RunConfig(StrictModel):
 
     results_dir: Path = DEFAULT_RESULTS_DIR
     run_id: str | None = None
+    # Set by a run for the processes it starts (the demo's stages, torchrun's ranks): they add to the
+    # run's records. A run a user starts with the id of an existing run is refused instead.
+    continues: bool = False
 
     @field_validator("run_id")
     @classmethod

@@ -228,6 +228,10 @@ class TrainConfig(StrictModel):
     # --- optimiser (AdamW) ---
     lr: float | None = Field(default=None, gt=0, le=10)
     warmup_steps: int | None = Field(default=None, ge=0)
+    lr_schedule: Literal["constant", "cosine"] = Field(
+        default="constant", description="after the linear warmup: constant, or cosine decay to lr_min_ratio x lr"
+    )
+    lr_min_ratio: float = Field(default=0.1, ge=0, le=1, description="cosine: the final learning rate over lr")
     weight_decay: float = Field(default=0.01, ge=0, le=1)
     grad_clip: float | None = Field(default=None, gt=0, description="max grad norm; unset: no clipping")
     # --- device and process group ---
@@ -239,7 +243,19 @@ class TrainConfig(StrictModel):
     fsdp: bool = Field(default=True, description="false: one unsharded process (the baseline of perf checks)")
     reshard_after_forward: bool = True
     activation_checkpointing: bool = False
+    ac_policy: Literal["full", "selective_op"] = Field(
+        default="full",
+        description="with activation_checkpointing: recompute whole blocks (full) or torchtitan's op-level "
+        "selective policy (keep matmul and attention outputs, recompute the rest)",
+    )
     compile: bool = False
+    float8: Literal["off", "tensorwise", "rowwise"] = Field(
+        default="off",
+        description="float8 linears through torchao (its recipes); only on GPUs with FP8 in the GPU table",
+    )
+    grad_accum_steps: int = Field(
+        default=1, ge=1, le=4096, description="micro-batches of batch_size per optimiser step (gradient accumulation)"
+    )
     mixed_precision: bool | None = Field(
         default=None,
         description="bf16 params, fp32 reduce (also bf16/fp32/auto, as --dtype); unset: on CUDA under FSDP2, off on CPU",

@@ -84,8 +84,9 @@ EPSILON: Final = 1e-9
 FIXES: Final[dict[str, str]] = {
     "memory_bound": "fuse kernels (Triton / torch.compile) to cut HBM traffic, quantise (FP8/INT4) "
     "to move fewer bytes, or raise the batch size so each byte is reused",
-    "compute_bound": "lower precision (FP8/NVFP4) for more FLOP/s per cycle, align GEMM dimensions to "
-    "tensor-core tiles (multiples of 64/128), or move to a bigger GPU",
+    "compute_bound": "find the busiest unit (Nsight Compute's pipe utilisation names it) and cut redundant work; "
+    "keep matmuls on the tensor cores (bf16/fp16) with dimensions multiples of the tiles (64/128); lower "
+    "precision (FP8) only on GPUs with FP8 tensor cores (Ada, Hopper, Blackwell)",
     "balanced": "both units carry load: cut work and traffic together (fusion with torch.compile, "
     "lower precision), then look at the leading unit in ncu's workload-analysis sections",
     "latency_bound": "neither unit is busy: give every SM work (larger batch or grid, more waves), "
@@ -102,7 +103,7 @@ FIXES: Final[dict[str, str]] = {
 # The same fixes in a few words, for tables; the record keeps the full sentence.
 FIXES_SHORT: Final[dict[str, str]] = {
     "memory_bound": "fuse (Triton/torch.compile), FP8/INT4, bigger batch",
-    "compute_bound": "FP8/NVFP4, dims multiple of 64/128, bigger GPU",
+    "compute_bound": "busiest pipe, cut redundant work, tensor cores",
     "balanced": "fuse + lower precision; see ncu workload analysis",
     "latency_bound": "more parallel work, fuse or CUDA graphs, occupancy",
     "cache_resident": "fuse with neighbours (torch.compile), more work per call",

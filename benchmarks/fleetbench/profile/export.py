@@ -12,7 +12,7 @@ from typing import Any
 
 from fleetbench import jsonio
 from fleetbench.catalogue import HEADLINES
-from fleetbench.profile.datasheet import Peaks
+from fleetbench.gpus import Peaks
 from fleetbench.profile.ncu.summary import NcuSummary
 from fleetbench.profile.trace.summary import TraceSummary
 from fleetbench.telemetry.session import BenchmarkRun

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fleetbench import jsonio
 from fleetbench.errors import UserError
 from fleetbench.fsutil import write_text_atomic
-from fleetbench.profile.datasheet import Peaks
+from fleetbench.gpus import Peaks
 from fleetbench.runinfo import utc_now
 
 if TYPE_CHECKING:  # torch and the probe load when peaks are measured, not when this module is imported

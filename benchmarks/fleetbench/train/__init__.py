@@ -20,4 +20,6 @@ torch import, so the CLI reads it without loading torch. The trainer modules imp
   step_rows   how a logged step reads: the live table's row and the log line
   data, flops, memory, checkpoint, history, plots, rope   what their names say
   stage       the demo's train stage (tiny preset, 2 gloo ranks)
+  ac, float8  selective op-level activation checkpointing; torchao float8 linears (refused without FP8)
+  tune/       `fleetbench tune`: a run's verdicts as candidate knob changes, each measured against the base
 """

@@ -11,7 +11,8 @@ from abc import ABC, abstractmethod
 
 import torch
 from torch import nn
-from torch.utils.checkpoint import checkpoint
+
+from fleetbench.train.ac import AcPolicy, checkpointed
 
 
 class RMSNorm(nn.Module):
@@ -30,11 +31,13 @@ class RMSNorm(nn.Module):
 
 class CheckpointedBlock(nn.Module, ABC):
     """A transformer block on (batch, seq, dim): `block` is its computation; with
-    `activation_checkpointing` set, its activations are recomputed in backward instead of kept."""
+    `activation_checkpointing` set, its activations are recomputed in backward instead of kept (all of
+    them, or with `ac_policy` selective_op all but the expensive ops' outputs)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.activation_checkpointing = False
+        self.ac_policy: AcPolicy = "full"  # with activation_checkpointing: full or selective_op (train/ac.py)
 
     @abstractmethod
     def block(self, x: torch.Tensor) -> torch.Tensor:
@@ -43,6 +46,5 @@ class CheckpointedBlock(nn.Module, ABC):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """The block on (batch, seq, dim); with activation checkpointing, recomputed in backward."""
         if self.activation_checkpointing and torch.is_grad_enabled():
-            out: torch.Tensor = checkpoint(self.block, x, use_reentrant=False)
-            return out
+            return checkpointed(self.block, x, self.ac_policy)
         return self.block(x)

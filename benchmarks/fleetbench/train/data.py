@@ -98,9 +98,13 @@ class TokenBatches:
         start = int(torch.randint(0, len(self.corpus.tokens) - self.seq_len - 1, (1,), generator=generator))
         return self.corpus.tokens[start : start + self.seq_len + 1].long()
 
-    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """This rank's (inputs, targets) at `step` on its device; targets are the inputs shifted by one."""
-        first = self.rank * self.batch_size
+    def batch(self, step: int, micro: int = 0, world: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's (inputs, targets) at `step` on its device; targets are the inputs shifted by one.
+
+        With gradient accumulation, micro-batch `micro` of `world` ranks takes the next `world` x batch_size
+        samples of the step's global batch (micro-batch 0 is the batch without accumulation).
+        """
+        first = (micro * world + self.rank) * self.batch_size
         rows = torch.stack([self.sample(step, first + i) for i in range(self.batch_size)])
         if self.device.type == "cuda":
             rows = rows.pin_memory().to(self.device, non_blocking=True)

@@ -3,8 +3,9 @@
 FLOPs/token = 6 x (non-embedding parameters) + 12 x layers x heads x head_dim x seq_len: forward
 plus backward of every weight matmul (2 + 4 FLOPs per parameter and token) and of the two attention
 matmuls (full, not causal, attention is counted, as torchtitan does). MFU = FLOPs/token x tokens/s
-per device / peak FLOP/s per device. A GPU missing from the peak table gets no MFU and a warning;
-never a number computed against a guessed peak.
+per device / peak FLOP/s per device. The GPU peak is the bf16 dense tensor figure of the one GPU table
+(fleetbench.gpus), the table the profiler reads too. A GPU missing from it (or without a
+bf16 figure there) gets no MFU and a warning; never a number computed against a guessed peak.
 
 The peak is fixed per machine, never re-measured per run, so that MFU moves only with the model's
 throughput: a GPU's comes from the datasheet table; a CPU's is measured once (the best fp32/bf16
@@ -18,31 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
 from fleetbench.fsutil import write_text_atomic
+from fleetbench.gpus import datasheet_peak
 from fleetbench.train.decoder import param_counts
 from fleetbench.train.plan import ModelShape
-
-# Dense (no sparsity) tensor-core peaks in bf16, per device as torch enumerates it. Order matters:
-# the first pattern that matches the device name wins, so variants come before the family name.
-BF16_PEAK_FLOPS: tuple[tuple[str, str, float], ...] = (
-    (r"\bA100\b", "NVIDIA A100", 312e12),
-    (r"\bH100\b.*\bNVL\b", "NVIDIA H100 NVL", 835e12),
-    (r"\bH100\b.*\bPCIe\b", "NVIDIA H100 PCIe", 756e12),
-    (r"\bH100\b", "NVIDIA H100 SXM", 989e12),
-    (r"\bH200\b.*\bNVL\b", "NVIDIA H200 NVL", 835e12),
-    (r"\bH200\b", "NVIDIA H200 SXM", 989e12),
-    (r"\bB200\b", "NVIDIA B200", 2.25e15),
-    (r"\bL40S\b", "NVIDIA L40S", 362e12),
-    (r"\bMI300X\b", "AMD Instinct MI300X", 1.3e15),
-    (r"\bMI325X\b", "AMD Instinct MI325X", 1.3e15),
-)
-
 
 CALIBRATION_FOLDER = "calibration"
 
@@ -64,11 +49,11 @@ def flops_per_token(shape: ModelShape, seq_len: int) -> int:
 
 
 def table_peak(device_name: str) -> Peak | None:
-    """The bf16 dense peak of a known GPU, or None."""
-    for pattern, label, peak in BF16_PEAK_FLOPS:
-        if re.search(pattern, device_name, flags=re.IGNORECASE):
-            return Peak(peak, f"table: {label} (bf16 dense)")
-    return None
+    """The bf16 dense peak of a GPU in the GPU table (fleetbench.gpus), or None."""
+    sheet = datasheet_peak(device_name)
+    if sheet is None or sheet.bf16_tensor is None:
+        return None
+    return Peak(sheet.bf16_tensor, f"table: {sheet.model} (bf16 dense)")
 
 
 def mfu(flop_per_token: float, device_tokens_per_second: float, peak: Peak | None) -> float | None:
@@ -165,7 +150,7 @@ def resolve_peak(
     peak = table_peak(device_name)
     if peak is None:
         return None, (
-            f"no MFU: {device_name!r} is not in the peak table (fleetbench.train.flops); "
+            f"no MFU: {device_name!r} has no bf16 dense peak in the GPU table (fleetbench.gpus); "
             "give its bf16 dense peak FLOP/s with train.peak_flops"
         )
     return peak, None

@@ -81,6 +81,7 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
     """Validate before launching; returns (ranks per node, world size)."""
     from fleetbench.devices import resolve_device
     from fleetbench.train.data import text_corpus
+    from fleetbench.train.float8 import check_float8
     from fleetbench.train.memory import check_fits
     from fleetbench.train.parallel import check_ranks_fit, default_local_ranks, usable_cpu_cores, uses_cuda
 
@@ -107,6 +108,7 @@ def preflight(config: FleetbenchConfig) -> tuple[int, int]:
                 f"train.seq_len={plan.seq_len} is longer than the text corpus ({len(corpus.tokens)} "
                 f"bytes); accepted: seq_len < {len(corpus.tokens) - 1}, or data=random"
             )
+    check_float8(cfg.float8, device, plan.precision.bf16)
     check_fits(plan, cfg, device.torch_device, nproc)
     if not cuda and nproc > usable_cpu_cores():
         log.warning(

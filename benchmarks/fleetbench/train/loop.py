@@ -10,7 +10,9 @@ steps the profiler slows are left out of the run's tokens/s, MFU and step-time s
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import signal
 import statistics
 import time
@@ -35,6 +37,7 @@ from fleetbench.train import energy, step_rows
 from fleetbench.train.checkpoint import Checkpointer, resume_run_id
 from fleetbench.train.data import TokenBatches
 from fleetbench.train.decoder import TrainModel, param_counts
+from fleetbench.train.float8 import float8_linears
 from fleetbench.train.flops import (
     Peak,
     cpu_peak_file,
@@ -173,9 +176,15 @@ def describe_mesh(mesh: Any) -> str:
 
 
 def lr_at(plan: TrainPlan, step: int) -> float:
-    """Linear warm-up over `warmup_steps`, then the plan's constant learning rate."""
+    """Linear warm-up over `warmup_steps`, then the plan's learning rate: constant, or a cosine from lr down to
+    lr_min_ratio x lr at the last step (torchtitan's warmup + cosine)."""
     if plan.warmup_steps and step < plan.warmup_steps:
         return plan.lr * (step + 1) / plan.warmup_steps
+    if plan.lr_schedule == "cosine":
+        decay_steps = max(1, plan.steps - plan.warmup_steps - 1)
+        progress = min(1.0, (step - plan.warmup_steps) / decay_steps)
+        floor = plan.lr * plan.lr_min_ratio
+        return floor + (plan.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
     return plan.lr
 
 
@@ -253,6 +262,7 @@ class Trainer:
         self.probe_at: int | None = None  # the step whose memory and FLOPs `summary.knobs` reports
         self.probe: dict[str, Any] | None = None
         self.compiled: dict[str, Any] | None = None  # dynamo's counters after the loop, with compile
+        self.float8_linears = 0  # linears torchao swapped for Float8Linear (train.float8)
 
     # --- helpers -----------------------------------------------------------------------------
     def oom_error(self, exc: BaseException, where: str, metrics: MetricRecorder) -> UserError:
@@ -283,6 +293,7 @@ class Trainer:
         mesh = build_mesh(cfg, self.env, self.device) if cfg.fsdp else None
         with self.out_of_memory_as_user_error("while building the model", metrics), self.build.measure():
             model = build_model(cfg, plan, mesh, self.device)
+        self.float8_linears = float8_linears(model)
         self.build.built(model)
         self.dtypes_seen = watch_dtypes(model, cfg.compile).seen
         optimizer = build_optimizer(model, plan.lr, cfg.weight_decay)
@@ -489,15 +500,26 @@ class Trainer:
         started = time.perf_counter()
         for group in optimizer.param_groups:
             group["lr"] = lr_at(self.plan, step)
-        inputs, targets = parts.data.batch(step)
-        data_s = time.perf_counter() - started
-        if probe is not None:
-            probe.count_flops(model, lambda: self.loss(model, inputs, targets))
-        with probe.forward() if probe is not None else nullcontext():
-            loss = self.loss(model, inputs, targets)
-        if probe is not None:
-            probe.forward_done(model)
-        torch.autograd.backward(loss)  # what loss.backward() calls, with type annotations
+        accum = self.plan.grad_accum_steps
+        losses: list[torch.Tensor] = []
+        data_s = 0.0
+        for micro in range(accum):
+            fetched = time.perf_counter()
+            inputs, targets = parts.data.batch(step, micro, self.world)
+            data_s += time.perf_counter() - (started if micro == 0 else fetched)
+            if accum > 1 and self.cfg.fsdp:  # reduce-scatter the gradients once, after the last micro-batch
+                model.set_requires_gradient_sync(micro == accum - 1)  # type: ignore[operator]
+            measured = probe if micro == 0 else None  # the probe measures the first micro-batch
+            if measured is not None:
+                measured.count_flops(model, functools.partial(self.loss, model, inputs, targets))
+            with measured.forward() if measured is not None else nullcontext():
+                micro_loss = self.loss(model, inputs, targets)
+            if measured is not None:
+                measured.forward_done(model)
+            # what loss.backward() calls, with type annotations; the mean over micro-batches
+            torch.autograd.backward(micro_loss / accum if accum > 1 else micro_loss)
+            losses.append(micro_loss.detach())
+        loss = torch.stack(losses).mean() if accum > 1 else losses[0]
         norm = grad_norm(model, self.cfg.grad_clip) if (self.cfg.grad_clip or log_now) else None
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
@@ -667,8 +689,14 @@ class Trainer:
         cfg = self.cfg
         return {
             "activation_checkpointing": cfg.activation_checkpointing,
+            "ac_policy": cfg.ac_policy if cfg.activation_checkpointing else None,
             "reshard_after_forward": cfg.reshard_after_forward,
             "compile": cfg.compile,
+            "float8": cfg.float8,
+            "float8_linears": self.float8_linears,
+            "grad_accum_steps": self.plan.grad_accum_steps,
+            "lr_schedule": self.plan.lr_schedule,
+            "lr_min_ratio": self.plan.lr_min_ratio if self.plan.lr_schedule == "cosine" else None,
             "meta_init": cfg.meta_init,
             "build": self.build.summary(),
             "probe": self.probe,

@@ -23,6 +23,7 @@ from fleetbench.config.train import TrainConfig
 from fleetbench.devices import DeviceInfo, cpu_model_name
 from fleetbench.errors import UserError
 from fleetbench.train.decoder import Block, TrainModel, build_decoder, init_weights
+from fleetbench.train.float8 import apply_float8
 from fleetbench.train.plan import TrainPlan
 
 # CPU ranks per node: one per usable core, but at least this many, so the smallest 2 x 2 HSDP mesh
@@ -248,8 +249,11 @@ def build_model(cfg: TrainConfig, plan: TrainPlan, mesh: DeviceMesh | None, devi
     build_on = torch.device("meta") if cfg.meta_init else torch.device("cpu")
     with build_on:
         model = build_decoder(plan.shape)
+    if cfg.float8 != "off":  # before sharding and compiling, as torchtitan converts (train/float8.py)
+        apply_float8(model, cfg.float8)
     for block in model.blocks():
         block.activation_checkpointing = cfg.activation_checkpointing
+        block.ac_policy = cfg.ac_policy
         if cfg.compile:
             block.compile()
     if not cfg.meta_init:

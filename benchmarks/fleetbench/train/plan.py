@@ -64,11 +64,14 @@ class TrainPlan:
     world_size: int
     precision: Precision  # the dtypes FSDP2 computes and reduces in, chosen once for the device
     preset_why: str = ""  # "train.preset=NAME", or why the device's default was chosen
+    grad_accum_steps: int = 1  # micro-batches of batch_size per optimiser step
+    lr_schedule: str = "constant"  # after the warmup: constant or cosine
+    lr_min_ratio: float = 0.1  # cosine: the last step's learning rate over lr
 
     @property
     def global_batch(self) -> int:
-        """Sequences per step over every rank."""
-        return self.batch_size * self.world_size
+        """Sequences per optimiser step over every rank (and every micro-batch)."""
+        return self.batch_size * self.world_size * self.grad_accum_steps
 
     @property
     def tokens_per_step(self) -> int:
@@ -133,6 +136,9 @@ def resolve_plan(cfg: TrainConfig, world_size: int, device: DeviceInfo | None = 
         world_size=world_size,
         precision=choose_precision(cfg.mixed_precision, cfg.fsdp, backend),
         preset_why=choice.why,
+        grad_accum_steps=cfg.grad_accum_steps,
+        lr_schedule=cfg.lr_schedule,
+        lr_min_ratio=cfg.lr_min_ratio,
     )
     check_plan(cfg, plan)
     return plan

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from fleetbench.gpus import Peaks
 from fleetbench.profile.classify import DRAM_ROOF
-from fleetbench.profile.datasheet import Peaks
 from fleetbench.profile.ncu.guidance import top_rules
 from fleetbench.profile.ncu.summary import KernelGroup, KernelSummary, NcuSummary
 
 if TYPE_CHECKING:  # annotations only: a report reader does not load the capture and roofline modules
-    from fleetbench.profile.ncu.run import NcuOutcome
+    from fleetbench.profile.jobs.ncu import NcuOutcome
+    from fleetbench.profile.jobs.profile import ProfileOutcome
+    from fleetbench.profile.jobs.roofline import RooflineOutcome
     from fleetbench.profile.roofline.analysis import Roofline
-    from fleetbench.profile.roofline.run import RooflineOutcome
-    from fleetbench.profile.run import ProfileOutcome
     from fleetbench.profile.trace.summary import TraceSummary
 
 ABSENT = "absent"
@@ -115,7 +115,7 @@ def ncu_table(summary: NcuSummary, launches: bool = False) -> Table:
     """Speed-of-light, FLOP/s, DRAM bytes, intensity and class per kernel, or per launch with `launches`."""
     table = Table(
         title=f"Nsight Compute: {summary.path} ({summary.format}, {len(summary.kernels)} launches, "
-        f"{', '.join(summary.devices)})",
+        f"{', '.join(summary.devices)}{'; ' + summary.cut if summary.cut else ''})",
         title_justify="left",
         caption="SM% = compute SOL, mem% = memory SOL (gpu__compute_memory_throughput), DRAM% = DRAM throughput",
     )

@@ -12,6 +12,6 @@ agreement how often our class agrees with NVIDIA's over a set of reports (`make 
 target    the program profiled when none is given: the profile workload inside an NVTX range
 permissions  who may read the GPU counters here (the driver's RmProfilingAdminOnly) and how ncu must
           run: `fleetbench ncu permissions`, the deploy's preflight
-run       `fleetbench ncu run` (a job: capture, summary, roofline, record) and
-          `fleetbench ncu summarize --record` (an existing report as a run)
+pipes     the busiest SM pipe of a launch and the compute-bound fix that fits it
+The job (`fleetbench ncu run`, `ncu summarize --record`) is fleetbench.profile.jobs.ncu.
 """

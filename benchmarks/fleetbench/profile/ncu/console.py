@@ -52,6 +52,7 @@ from fleetbench.profile.ncu.model import (
     DRAM_HZ,
     MEMORY_SOL,
     WANTED,
+    Cut,
     KernelResult,
     Launch,
     NcuReport,
@@ -79,6 +80,9 @@ _STAMP = re.compile(r", \d{4}-\w{3}-\d{2} \d{2}:\d{2}:\d{2}$")  # ", 2022-Jun-02
 _SECTION = re.compile(r"^\s*Section: (?P<title>\S.*?)\s*$")
 _RULE = re.compile(r"^(?P<indent>\s*)(?P<kind>OPT|INF|WRN|ERR)(?:\s{2,}(?P<text>.*?))?\s*$")
 _SPEEDUP = re.compile(r"^Est\. (?:(?P<scope>Local|Global) )?Speedup: (?P<pct>[0-9.]+)%\s*(?P<rest>.*)$")
+# The paragraph --print-summary closes with ("Note: The shown averages are calculated as the arithmetic mean
+# ..."): ncu's remark on what an average means, not a table row; its continuation lines follow unindented.
+_SUMMARY_NOTE = re.compile(r"^\s*Note: ")
 _DASHES = re.compile(r"^\s*-{3,}(\s+-+)*\s*$")
 _MARKER = re.compile(r", Context \d+, Stream \d+|^\s*Section: \S|, Invocations \d+\s*$", re.MULTILINE)
 
@@ -112,9 +116,12 @@ def parse_console(path: Path, text: str) -> NcuReport:
         )
     notes = parser.notes
     parser.warnings.into(notes)
-    notes.extend(parser.cut(text))
+    cut_notes = parser.cut(text)
+    notes.extend(cut_notes)
     layout = "console-summary" if parser.summary else "console"
-    return NcuReport(path=str(path), format=layout, kernels=parser.kernels, notes=notes)
+    launches = sum(k.invocations for k in parser.kernels)
+    cut = Cut(launches, parser.profiled if parser.profiled > launches else None) if cut_notes else None
+    return NcuReport(path=str(path), format=layout, kernels=parser.kernels, notes=notes, cut=cut)
 
 
 def _split_row(text: str, values: int) -> tuple[str, str, list[str]] | None:
@@ -216,7 +223,11 @@ class _Parser:
             self.end_rule()
             self.launch, self.gpu = None, f", Device {gpu['device']}, CC {gpu['cc']}"
         elif self.kernel is None:
-            return  # the program's output
+            return  # the program's output (or the rest of a closing note)
+        elif self.summary and self.in_table and not self.last_row and _SUMMARY_NOTE.match(line):
+            self.end_rule()  # ncu's closing note of a summary: read as a note, the launch's tables are over
+            self.notes.append(f"note: ncu: {line.strip().removeprefix('Note: ')}")
+            self.launch = None
         elif (section := _SECTION.match(line)) is not None:
             self.end_rule()
             self.section, self.in_table, self.last_row = section["title"], False, False

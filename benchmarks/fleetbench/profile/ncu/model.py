@@ -13,6 +13,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from fleetbench.profile.ncu.pipes import PIPE_METRICS
 from fleetbench.profile.ncu.rules import RuleResult
 from fleetbench.profile.ncu.tensor import TENSOR_METRICS
 
@@ -45,6 +46,7 @@ WANTED: tuple[str, ...] = (
     *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed" for op in FLOP_OPS),
     *(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum" for op in FLOP_OPS),
     *TENSOR_METRICS,
+    *(metric for metric in PIPE_METRICS if metric not in TENSOR_METRICS),
 )
 
 TEXT_METRICS = frozenset({"device__attribute_display_name"})  # every other WANTED metric is a number
@@ -116,6 +118,24 @@ class NcuReport:
     format: str  # ncu-rep, csv-details, csv-raw, console
     kernels: list[KernelResult]
     notes: list[str] = field(default_factory=list)  # ncu's `==` lines, then "warning: ..." on damaged input
+    cut: Cut | None = None  # the file was cut short (or damaged): how many launches were read of how many
+
+    @property
+    def cut_label(self) -> str | None:
+        """'cut: 5 of 9 kernels read' (or '... read, the rest lost' where the file does not say how many)."""
+        if self.cut is None:
+            return None
+        if self.cut.total is not None and self.cut.total > self.cut.read:
+            return f"cut: {self.cut.read} of {self.cut.total} kernels read"
+        return f"cut: {self.cut.read} kernels read, the rest lost"
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A report read up to where it was cut: launches read, and how many it had where the file says so."""
+
+    read: int
+    total: int | None = None
 
 
 # --- units ---------------------------------------------------------------------------------------------

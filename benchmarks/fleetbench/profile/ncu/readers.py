@@ -49,6 +49,7 @@ from fleetbench.profile.ncu.model import (
     MAX_PERCENT,
     MEMORY_SOL,
     WANTED,
+    Cut,
     KernelResult,
     Launch,
     NcuReport,
@@ -148,7 +149,9 @@ def read_ncu_rep(path: Path) -> NcuReport:
             "Compute report); re-run the capture, e.g. fleetbench ncu run -- python script.py"
         )
     damage = [f"warning: report {path.name} is damaged (cut off?): ncu_report said {line!r}" for line in said[:1]]
-    return NcuReport(path=str(path), format="ncu-rep", kernels=kernels, notes=damage + notes)
+    nameless = sum("has no kernel name; left out" in note for note in notes)
+    cut = Cut(len(kernels), len(kernels) + nameless) if nameless or damage else None
+    return NcuReport(path=str(path), format="ncu-rep", kernels=kernels, notes=damage + notes, cut=cut)
 
 
 def _rep_kernels(context: Any, name: str, notes: list[str]) -> list[KernelResult]:
@@ -349,7 +352,16 @@ def _csv_report(path: Path, preamble: list[str], body: str) -> NcuReport:
         )
     if not kernels:
         raise UserError(f"report {path} has a CSV header but no kernel rows; no kernels were profiled")
-    return NcuReport(path=str(path), format=layout, kernels=kernels, notes=notes)
+    profiled = sum(ln.startswith("==PROF== Profiling ") for ln in preamble)
+    read = len(kernels)
+    lost = cut or bool(warnings.short_rows) or profiled > read
+    return NcuReport(
+        path=str(path),
+        format=layout,
+        kernels=kernels,
+        notes=notes,
+        cut=Cut(read, profiled if profiled > read else None) if lost else None,
+    )
 
 
 def _cut_off(body: str) -> bool:

@@ -41,11 +41,13 @@ with our class for every class (`disagreement`, with the reason where one is kno
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fleetbench.gpus import DatasheetPeak, datasheet_peak, unknown_gpu
 from fleetbench.profile.classify import (
     VERDICTS,
     Classification,
@@ -54,13 +56,13 @@ from fleetbench.profile.classify import (
     not_measured,
     with_level,
 )
-from fleetbench.profile.datasheet import DatasheetPeak, datasheet_peak, unknown_gpu
 from fleetbench.profile.names import label, short_name
 from fleetbench.profile.ncu.guidance import bottleneck, disagreement, headline, nvidia_verdict
 from fleetbench.profile.ncu.model import FLOP_OPS, KernelResult, NcuReport
+from fleetbench.profile.ncu.pipes import Pipe, busiest_pipe, compute_fix
 from fleetbench.profile.ncu.readers import read_report
 from fleetbench.profile.ncu.rules import RuleResult
-from fleetbench.profile.ncu.tensor import TensorWork, tensor_work
+from fleetbench.profile.ncu.tensor import TENSOR_NAME, TensorWork, tensor_work
 
 DURATION = "gpu__time_duration.sum"
 COMPUTE_SOL = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
@@ -84,6 +86,8 @@ PIPE_HINTS = (
     ("lts__d", "L2 data banks"),
     ("lts__", "L2 crossbar traffic"),
 )
+# An FP32 SIMT GEMM by its name (cuBLAS's sgemm, CUTLASS's OpClassSimt kernels): FMA-pipe work, no tensor cores.
+SIMT_GEMM = re.compile(r"sgemm|simt", re.IGNORECASE)
 # A console log or CSV prints figures to 2 decimals: at a threshold within this (in 0-1), it may round across.
 PRINT_PRECISION = 0.00005
 TEXT_FORMATS = ("csv-details", "csv-raw", "console", "console-summary")
@@ -157,6 +161,7 @@ class KernelSummary:
     nvidia_level: str | None = None  # the memory level NVIDIA's rule names, where it names one
     disagreement_why: str | None = None  # why our class differs from NVIDIA's, where it is known
     invocations: int = 1  # launches this entry stands for (ncu's --print-summary averages)
+    pipe: Pipe | None = None  # the busiest SM pipe, where the report has pipe utilisation
 
 
 def _flops(metrics: dict[str, Any], duration_s: float | None) -> tuple[float | None, list[str]]:
@@ -428,6 +433,9 @@ def summarize_kernel(
         )
     elif verdict.cls != "not_measured":
         verdict = with_level(verdict, level, level_source or "")
+    pipe = busiest_pipe(m, kernel.rules)
+    if verdict.cls == "compute_bound":
+        verdict = _compute_verdict(verdict, pipe, tensor, kernel.name, sheet)
     why = None
     if theirs is not None and verdict.cls in VERDICTS and theirs != verdict.cls:
         why = _why(sol, set(derived), t, text_format)
@@ -471,7 +479,18 @@ def summarize_kernel(
         nvidia_level=their_level,
         disagreement_why=why,
         invocations=kernel.invocations,
+        pipe=pipe,
     )
+
+
+def _compute_verdict(
+    verdict: Classification, pipe: Pipe | None, tensor: TensorWork, name: str, sheet: DatasheetPeak | None
+) -> Classification:
+    """A compute-bound verdict whose fix is its busiest pipe's (fleetbench.profile.ncu.pipes)."""
+    named, simt = TENSOR_NAME.search(name) is not None, SIMT_GEMM.search(name) is not None
+    clause, fix, short = compute_fix(pipe, tensor.pipe_active, named, sheet, simt and not named)
+    reason = f"{verdict.reason}; {clause}" if clause else verdict.reason
+    return Classification(verdict.cls, reason, fix, verdict.level, short)
 
 
 def _absent(
@@ -601,6 +620,10 @@ def _group(key: str, members: list[KernelSummary], thresholds: Thresholds | None
             verdict = with_level(verdict, level, source or "")
     else:
         verdict = Classification(first.cls, first.reason, first.fix, fix_short=first.fix_short)
+    if verdict.cls == "compute_bound" and measured:  # the fix of the launch that takes most of the kernel's time
+        main = max(measured, key=lambda k: (k.duration_s or 0.0) * k.invocations)
+        tensor = TensorWork(main.tensor_flops, main.tensor_pipe_active, None, None)
+        verdict = _compute_verdict(verdict, main.pipe, tensor, main.name, datasheet_peak(main.device))
     theirs, disagrees, why = _group_nvidia(verdict.cls, measured, launches)
     return KernelGroup(
         label=key,
@@ -651,6 +674,7 @@ class NcuSummary:
     groups: list[KernelGroup]
     notes: list[str]
     peaks: DatasheetPeak | None = None  # --peak, else the datasheet entry of the (named) device
+    cut: str | None = None  # "cut: N of M kernels read" where the file was cut short (NcuReport.cut_label)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form, as ncu_summary.json holds it."""
@@ -680,6 +704,7 @@ def summarize_report(
         groups=group_kernels(kernels, thresholds),
         notes=notes,
         peaks=peaks,
+        cut=report.cut_label,
     )
 
 
@@ -687,8 +712,8 @@ def summarize_path(
     path: Path, thresholds: Thresholds | None = None, device_name: str | None = None, peak: str | None = None
 ) -> NcuSummary:
     """Read an .ncu-rep, ncu CSV or ncu console log and summarise it (`device_name`, `peak`: see summarize_kernel;
-    `peak` is --peak's text, parsed by fleetbench.profile.datasheet.parse_peak)."""
-    from fleetbench.profile.datasheet import parse_peak
+    `peak` is --peak's text, parsed by fleetbench.gpus.parse_peak)."""
+    from fleetbench.gpus import parse_peak
 
     sheet = parse_peak(peak) if peak else None
     return summarize_report(read_report(path), thresholds, device_name, sheet)

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from fleetbench.fsutil import atomic_path
+from fleetbench.gpus import DatasheetPeak, Peaks, peaks_of, unknown_gpu
 from fleetbench.profile.classify import FIXES, FIXES_SHORT, Classification, Thresholds, classify, classify_traffic
-from fleetbench.profile.datasheet import DatasheetPeak, Peaks, peaks_of, unknown_gpu
 from fleetbench.profile.flops import FLOP_SOURCES, VIEW_OPS
 from fleetbench.profile.names import short_name
 from fleetbench.profile.ncu.summary import KernelGroup, NcuSummary

@@ -7,12 +7,10 @@ Modules:
   breakdown  the temporal breakdown of one device or one CPU rank (HTA's definitions)
   ranks      across ranks: the straggler and the per-rank stacked-bar PNG
   report     `fleetbench trace summarize`: every trace summarised, compared, charted; its JSON
-  record     its `--record`: one result record per rank, in one run
-  stage      the demo's trace stage: the per-rank breakdown of the train stage's profiled steps
   comm       which kernels and host events are communication: the table of name patterns and markers
   idle       idle time per stream: host wait, kernel wait, other (HTA's idle-time breakdown)
   queue      queue length per stream and launch delay per step (HTA's launch statistics)
   diff       `fleetbench trace diff`: two traces or runs, op by op and kernel by kernel
-The analysis modules (load to report) import only each other and `profile.names`; `record` adds the
-profile exporter, `stage` the job contract. The tables it prints live in `fleetbench.cli.views.trace`.
+The analysis modules import only each other and `profile.names`; the jobs that record a trace
+summary and the demo's trace stage are in profile/jobs/ (trace, trace_stage). The tables it prints live in `fleetbench.cli.views.trace`.
 """

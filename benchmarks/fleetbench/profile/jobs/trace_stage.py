@@ -11,8 +11,8 @@ from __future__ import annotations
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
 from fleetbench.job import Job, JobResult, RunContext
+from fleetbench.profile.jobs.trace import TraceSettings, record_job
 from fleetbench.profile.trace.comm import CommRules
-from fleetbench.profile.trace.record import TraceSettings, record_job
 from fleetbench.profile.trace.report import TraceReport, build_report
 
 STAGE_TOP = 10

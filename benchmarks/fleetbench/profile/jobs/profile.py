@@ -1,7 +1,7 @@
 """`fleetbench profile`: torch.profiler capture of a workload, its trace summary, peaks and roofline.
 
-Steps A (macro trace) and C (analytical roofline); step B, Nsight Compute, is `profile/ncu/run.py`,
-and the roofline of an existing report or profile run is `profile/roofline/run.py`. Everything goes
+Steps A (macro trace) and C (analytical roofline); step B, Nsight Compute, is `profile/jobs/ncu.py`,
+and the roofline of an existing report or profile run is `profile/jobs/roofline.py`. Everything goes
 to results/<run_id>/profile/. The workload runs under the profiler before the run folder is made,
 so a script or module that fails leaves no folder behind.
 """
@@ -16,10 +16,10 @@ from typing import Any
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import DeviceInfo, resolve_device
 from fleetbench.fsutil import check_writable_dir
+from fleetbench.gpus import Peaks, peaks_from_datasheet
 from fleetbench.job import Job, JobResult, Progress, RunContext
 from fleetbench.profile.capture import CaptureResult, Recording, record, write_capture
 from fleetbench.profile.classify import thresholds_of
-from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.export import record_ops, record_peaks, record_trace, write_json
 from fleetbench.profile.peaks import local_peaks
 from fleetbench.profile.roofline.analysis import Roofline, analytical_roofline, op_rows, plot_roofline

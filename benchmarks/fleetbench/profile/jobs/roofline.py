@@ -9,10 +9,10 @@ from pathlib import Path
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import DeviceInfo, resolve_device
 from fleetbench.errors import UserError
+from fleetbench.gpus import Peaks, peaks_from_datasheet
 from fleetbench.job import Job, JobResult, Progress, RunContext
 from fleetbench.profile.capture import load_ops
 from fleetbench.profile.classify import thresholds_of
-from fleetbench.profile.datasheet import Peaks, peaks_from_datasheet
 from fleetbench.profile.export import record_ncu, record_ops, record_peaks, write_json
 from fleetbench.profile.ncu.summary import NcuSummary, summarize_path
 from fleetbench.profile.peaks import local_peaks
