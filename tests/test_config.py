@@ -334,7 +334,11 @@ def test_a_byte_order_mark_is_accepted_and_duplicate_keys_are_not(tmp_path: Path
     ("text", "flags", "fragment"),
     [
         ("probe: [1, 2]\n", {"probe.device": ("cpu", "--device")}, "probe: a section holds keys (copy_mib, "),
-        ("run: 5\n", {"run.run_id": ("x", "--run-id")}, "run: a section holds keys (continues, results_dir, run_id), not 5"),
+        (
+            "run: 5\n",
+            {"run.run_id": ("x", "--run-id")},
+            "run: a section holds keys (continues, results_dir, run_id), not 5",
+        ),
         ("profile:\n  ncu: 3\n", {}, "profile.ncu: a section holds keys (clock_control, "),
     ],
     ids=["list-section-with-a-flag", "number-section-with-a-flag", "nested-section"],

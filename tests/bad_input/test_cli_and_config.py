@@ -170,7 +170,12 @@ FILE_CASES = [
 
 # One unknown key and one wrong type in every section, nested ones included.
 SECTION_CASES = [
-    config("c.yaml", "run.results: unknown key; accepted: results_dir, run_id", "run:\n  results: r\n", "unknown-run"),
+    config(
+        "c.yaml",
+        "run.results: unknown key; accepted: continues, results_dir, run_id",
+        "run:\n  results: r\n",
+        "unknown-run",
+    ),
     config("c.yaml", "telemetry.push_gateway: unknown key", "telemetry:\n  push_gateway: x\n", "unknown-telemetry"),
     config("c.toml", "train.step: unknown key", "[train]\nstep = 3\n", "unknown-train"),
     config("c.yaml", "profile.workloads: unknown key", "profile:\n  workloads: linear\n", "unknown-profile"),
