@@ -52,6 +52,12 @@ def test_the_repository_carries_only_the_projects_own_test_data() -> None:
         "tests/data/fsdp2-cpu/capture.py",
         "tests/data/fsdp2-cpu/rank-0.fsdp2.pt.trace.json.gz",
         "tests/data/fsdp2-cpu/rank-1.fsdp2.pt.trace.json.gz",
+        # written here in the tools' layouts, no capture of a real node (its README says so)
+        "tests/data/preflight/README.md",
+        "tests/data/preflight/dcgmi-diag.txt",
+        "tests/data/preflight/dmesg.txt",
+        "tests/data/preflight/ibstat.txt",
+        "tests/data/preflight/nvidia-smi-q-x.xml",
     ]
     assert OWN_DATA_DIR.is_relative_to(REPO)
 

@@ -120,7 +120,18 @@ def test_a_run_on_a_full_disk_fails_in_one_line_and_keeps_the_records(tmp_path: 
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    args = ["probe", "--run-id", "full", "--results-dir", str(tmp_path), "--device", "cpu"]
+    # the run exists: this process continues it, as a process a run starts does (run.continues)
+    args = [
+        "probe",
+        "--run-id",
+        "full",
+        "--results-dir",
+        str(tmp_path),
+        "--device",
+        "cpu",
+        "--set",
+        "run.continues=true",
+    ]
     tiny = ["--set", "probe.matmul_sizes=[64]", "--set", "probe.copy_mib=[1]", "--set", "probe.min_run_time_s=0.01"]
     done = subprocess.run(
         [sys.executable, "-m", "fleetbench", *args, *tiny],

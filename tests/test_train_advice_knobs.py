@@ -20,6 +20,7 @@ import torch
 from fleetbench.devices import DeviceInfo
 from fleetbench.results.store import read_records
 from fleetbench.train.decoder import Block
+from fleetbench.train.defaults import choose_precision
 from fleetbench.train.float8 import float8_refusal
 from fleetbench.train.llama import LlamaBlock
 from fleetbench.train.loop import lr_at
@@ -72,13 +73,14 @@ def test_float8_runs_only_where_the_gpu_table_gives_fp8(name: str, bf16: bool, r
 
 
 def test_warmup_then_cosine_down_to_the_floor() -> None:
-    plan = TrainPlan("tiny", ModelShape(64, 2, 4, 128, 256), 32, 4, 10, "random", 1e-3, 2, 1,
+    fp32 = choose_precision(None, True, "cpu")
+    plan = TrainPlan("tiny", ModelShape(64, 2, 4, 128, 256), 32, 4, 10, "random", 1e-3, 2, 1, fp32,
                      lr_schedule="cosine", lr_min_ratio=0.1)  # fmt: skip
     lrs = [lr_at(plan, step) for step in range(10)]
     assert lrs[:3] == pytest.approx([5e-4, 1e-3, 1e-3])  # linear warmup, then the peak
     assert all(a > b for a, b in itertools.pairwise(lrs[2:]))  # decays every step
     assert lrs[-1] == pytest.approx(1e-4)  # lr_min_ratio x lr at the last step
-    constant = TrainPlan("tiny", plan.shape, 32, 4, 10, "random", 1e-3, 2, 1)
+    constant = TrainPlan("tiny", plan.shape, 32, 4, 10, "random", 1e-3, 2, 1, fp32)
     assert [lr_at(constant, s) for s in range(2, 10)] == [1e-3] * 8
 
 

@@ -25,6 +25,8 @@ __all__ = [
     "KERNELS_DIR_ENV",
     "KNOWN",
     "LOG_LEVEL_ENV",
+    "PERF_QUICK_ENV",
+    "PERF_SUMMARY_ENV",
     "PREFIX",
     "PROMETHEUS_PORT_ENV",
     "PROMETHEUS_URL_ENV",
@@ -64,6 +66,8 @@ COMMAND_ENV = "FLEETBENCH_COMMAND"
 TEST_DATA_ENV = "FLEETBENCH_TEST_DATA"
 TEST_DATA_URL_ENV = "FLEETBENCH_TEST_DATA_URL"
 WHEELHOUSE_ENV = "FLEETBENCH_WHEELHOUSE"
+PERF_QUICK_ENV = "FLEETBENCH_PERF_QUICK"
+PERF_SUMMARY_ENV = "FLEETBENCH_PERF_SUMMARY"
 
 # name -> what it does (one line each); tests/test_cli_safety_net.py checks that every FLEETBENCH_*
 # name in the code, scripts, Makefile, containers and deploy is here.
@@ -90,6 +94,8 @@ KNOWN: dict[str, str] = {
     TEST_DATA_ENV: "the test suite's folder of third-party data (tests/README.md); fleetbench itself ignores it",
     TEST_DATA_URL_ENV: "where scripts/test_data.py fetches that data from (default raw.githubusercontent.com)",
     WHEELHOUSE_ENV: "where `make setup` keeps the llama-cpp-python wheel it builds once per CPU (default ~/.cache/fleetbench/wheels)",
+    PERF_QUICK_ENV: "set by `make perf` for the scripts/perf_*.py rows: 1 runs each at its quick settings",
+    PERF_SUMMARY_ENV: "set by `make perf`: the file each scripts/perf_*.py row appends its judged row to",
 }
 
 log = logging.getLogger(__name__)

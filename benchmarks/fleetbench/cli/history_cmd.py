@@ -172,14 +172,14 @@ def handle_history(args: argparse.Namespace, console: Console) -> int:
     require_scipy()
     root = check_results_root(Path(args.results_dir))  # a file, a loop or no folder is said as such
     found = history.collect(root, metric, args.benchmark, labels, args.repo)
-    for warning in found.warnings:
-        console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if not found.series:
         narrowed = f" for {args.benchmark}" if args.benchmark else ""
         raise UserError(f"no successful run under {root} holds {metric}{narrowed} {labels or ''}".rstrip())
     panels = [(series, history.steps(series, args.penalty)) for series in found.series]
     png = args.png or root / "history" / f"{metric.removeprefix('fleetbench_')}.png"
-    history_png(panels, png)
+    history_png(panels, png)  # a plot that cannot be written is one error line, before any warning
+    for warning in found.warnings:
+        console.print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
     if args.format == "json":
         sys.stdout.write(as_json(panels, png))
     else:

@@ -14,13 +14,13 @@ base where nothing is significantly better) as a file `fleetbench train --config
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
+from fleetbench import jsonio
 from fleetbench.cli.options import add_results_dir
 from fleetbench.errors import UserError
 from fleetbench.fsutil import check_output_file
@@ -132,9 +132,9 @@ def handle_tune(args: argparse.Namespace, console: Console) -> int:
         "best": winner.candidate.name if winner else "base",
         "config": str(written),
     }
-    (root / prefix / "tune.json").write_text(json.dumps(outcome, indent=1) + "\n", encoding="utf-8")
+    (root / prefix / "tune.json").write_text(jsonio.dumps(outcome, indent=1) + "\n", encoding="utf-8")
     if args.json:
-        print(json.dumps(outcome, indent=1))
+        print(jsonio.dumps(outcome, indent=1))
         return 0
     table = Table(title=f"tune: device tokens/s against the base ({args.rounds} processes each)", title_justify="left")
     for column in ("candidate", "change", "95% interval", "verdict", "why"):

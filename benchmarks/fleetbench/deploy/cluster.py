@@ -117,6 +117,7 @@ def inventory(
                 "trainer_rdzv_port": ports["rdzv"],
                 "trainer_gloo_ifname": "lo",
                 "trainer_pid_mode": "host",  # the nodes share this kernel and hostname
+                "trainer_memlock_unlimited": False,  # this VM's engine cannot raise its 8 MiB memlock limit
                 "edge_vulkan_pass_dri": False,
                 "edge_vulkan_extra_args": ["--quick"],  # seconds on lavapipe; the full set is `make edge`
             },

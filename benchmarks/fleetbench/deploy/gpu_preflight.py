@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         check_dcgm(report, args.dcgm_diag)
     check_xids(report)
     document: dict[str, Any] = {"ok": report.ok, **asdict(report)}
-    json.dump(document, sys.stdout, indent=1)
+    json.dump(document, sys.stdout, indent=1, allow_nan=False)  # strict, as fleetbench.jsonio (standalone here)
     print()
     return 0
 

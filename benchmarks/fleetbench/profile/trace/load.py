@@ -59,6 +59,7 @@ def _decode(raw: bytes) -> Any:
     """JSON text as Python objects: msgspec's decoder (about 1.7x the standard library's on traces),
     the standard library's where msgspec refuses what it accepts (NaN and Infinity literals, which
     some traces carry and whose events are then counted as left out, not the whole trace refused)."""
+    raw.decode("utf-8")  # msgspec does not check the text's encoding; a trace that is not UTF-8 is refused
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -450,6 +451,9 @@ def read_events(path: Path) -> TraceEvents:
     """
     raw = _read_bytes(path)
     try:
+        raw.decode(
+            "utf-8"
+        )  # msgspec does not check the text's encoding: bytes that are no UTF-8 take the slow path's refusal
         fast = _FAST_DECODER.decode(raw)
     except (msgspec.MsgspecError, ValueError):  # ValueError: bytes that are no UTF-8, among others
         return _read_plain(_parse(raw, path), path)
