@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import urllib.request
@@ -21,6 +22,23 @@ from fleetbench.services.prometheus_api import PrometheusClient
 from fleetbench.services.stack import LocalStack, free_port
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's, installed by make setup
+# As the browser checks here run Chromium: no sandbox as root, and nothing that reaches for the network.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """Debian's headless Chromium through Playwright (no browser download)."""
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import http.server
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -15,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import launch_chromium
 from fleetbench.cli.main import COMMANDS
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 MKDOCS = Path(sys.executable).with_name("mkdocs")
 README_MAX_LINES = 300
 
@@ -122,17 +121,7 @@ def test_every_page_renders_in_chromium(site: Path, served: str) -> None:
     assert len(pages) >= 15
     problems: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch_chromium(playwright)
         try:
             tab = browser.new_page(viewport={"width": 1280, "height": 900})
             errors: list[str] = []

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import launch_chromium, run_cli
 from fleetbench.dashboards.registry import DASHBOARDS
 from fleetbench.report.build import build_report, dashboards_for, panel_file
 from fleetbench.results.store import read_records
 from fleetbench.services.prometheus_api import PrometheusClient
 
 pytestmark = pytest.mark.services
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
 def open_in_chromium(page: Path, screenshot: Path) -> tuple[list[str], list[int]]:
@@ -23,17 +22,7 @@ def open_in_chromium(page: Path, screenshot: Path) -> tuple[list[str], list[int]
 
     errors: list[str] = []
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
+        browser = launch_chromium(playwright)
         try:
             tab = browser.new_page(viewport={"width": 1400, "height": 1000})
             tab.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
