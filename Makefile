@@ -63,7 +63,7 @@ TEST_DATA ?= $(FLEETBENCH_TEST_DATA)
 test-data: setup ## fetch the third-party test data (real profiler outputs) by commit into TEST_DATA=DIR, checked
 	@$(PY) scripts/test_data.py $(TEST_DATA)
 
-perf: setup ## every performance row, quick settings (about 10 minutes on 2 cores): target and PASS/FAIL/NOISY each
+perf: setup ## every performance row at quick settings (target: 10 min on 2 cores), each judged PASS/FAIL/NOISY/SKIP
 	@$(PY) scripts/perf.py
 
 perf-gate: setup ## the gate's calibration: A/A false positives and power of compare --rounds on real probe runs (1.5-2 h; a quiet machine)

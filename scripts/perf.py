@@ -4,7 +4,7 @@ Each row compares two variants of the same work, interleaved (A B A B ...) so dr
 is judged against its target: PASS, FAIL, NOISY (the interval straddles the target) or SKIP (with
 the reason); `scripts/perfkit.py` holds the rule. The first row is measured here, the others by the
 benchmarks' own `scripts/perf_*.py`, each run with quick settings (FLEETBENCH_PERF_QUICK=1) so the
-whole set takes about ten minutes on 2 cores; each script alone runs its full settings.
+whole set is meant to fit ten minutes on a quiet 2-core machine; each script alone runs its full settings.
 `scripts/perf_compare.py`, the compare gate's own hour-long measurement, is `make perf-gate`.
 
 The rows are written as data, `results/perf/<UTC time>.json`, and as a page beside it made from
