@@ -192,6 +192,8 @@ def test_admin_only_runs_ncu_as_root_with_sys_admin_then_collect_brings_the_repo
         "run",
         "--run-id",
         "ncu-admin",
+        "--set",
+        "run.continues=true",  # every node adds its records to the deploy's one run
         "--results-dir",
         "/results",
         "--set",
