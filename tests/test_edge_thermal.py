@@ -496,15 +496,15 @@ def test_cooldown_waits_for_an_absolute_target_even_when_the_run_started_hot(tmp
 @pytest.mark.realdata
 @pytest.mark.parametrize("log", [XAVIER, NANO])
 def test_on_both_jetson_logs_the_hottest_sensor_is_the_hottest_that_moves(log: str) -> None:
-    # PMIC@50C is printed constant on both boards: the hottest reading, but a placeholder, not heat
+    # PMIC@50C is printed constant on both boards: the hottest reading, but a fixed value, not heat
     states = [ThermalState(*parse_tegrastats(line)) for line in capture(log).splitlines() if "RAM " in line]
     watch = Watch(("tegrastats",), Path("/"), CooldownRule(0.0, 2.0, 1.0, 0.1), states[0])
     for state in states:
         watch._seen(state)
     assert "tegrastats/PMIC" not in watch.moving
-    placeholder_first = [s for s in states if s.hottest() is not None and s.hottest().name == "PMIC"]  # type: ignore[union-attr]
-    assert placeholder_first  # the naive rule shows PMIC@50C as the hottest sensor on these readings
-    for state in placeholder_first:
+    constant_first = [s for s in states if s.hottest() is not None and s.hottest().name == "PMIC"]  # type: ignore[union-attr]
+    assert constant_first  # the naive rule shows PMIC@50C as the hottest sensor on these readings
+    for state in constant_first:
         hottest = state.hottest(watch.moving)
         assert hottest is not None and hottest.name != "PMIC" and hottest.key in watch.moving
 

@@ -83,7 +83,7 @@ class ThermalState:
     def hottest(self, moving: Collection[str] | None = None) -> Sensor | None:
         """The hottest sensor among `moving` (sensor keys that changed over the run's readings), else,
         where none moved or `moving` is None, the hottest of all; None without sensors. A constant
-        reading (Jetson's PMIC@50C) is a placeholder, not the device heating up."""
+        reading (Jetson's PMIC@50C, printed at a fixed value) is no measurement of the device heating up."""
         candidates = [s for s in self.sensors if moving is not None and s.key in moving]
         return max(candidates or self.sensors, key=lambda s: s.celsius, default=None)
 
