@@ -13,7 +13,7 @@ import os
 
 from rich.console import Console
 
-from fleetbench.cli.flags import Flag, add_flags
+from fleetbench.cli.flags import Flag, add_flags, torchrun_flags
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.config.collectives import COLLECTIVE_OPS
 from fleetbench.config.schema import FleetbenchConfig
@@ -56,32 +56,7 @@ SWEEP_FLAGS = (
     ),
     Flag("--device", "collectives.device", "auto, cpu (gloo) or cuda (NCCL) (default: auto)", example="cpu"),
 )
-LAUNCH_FLAGS = (
-    Flag(
-        "--nproc",
-        "collectives.nproc",
-        "ranks on this node (default: GPUs, or 2 on CPU)",
-        example="2",
-        type=int,
-        metavar="N",
-    ),
-    Flag("--nnodes", "collectives.nnodes", "nodes in the job (default: 1)", example="2", type=int, metavar="N"),
-    Flag(
-        "--node-rank",
-        "collectives.node_rank",
-        "this node's index; 0 hosts the rendezvous",
-        example="1",
-        type=int,
-        metavar="N",
-    ),
-    Flag(
-        "--rdzv-endpoint",
-        "collectives.rdzv_endpoint",
-        "node 0's rendezvous address (multi-node)",
-        example="127.0.0.1:29500",
-        metavar="HOST:PORT",
-    ),
-)
+LAUNCH_FLAGS = torchrun_flags("collectives")
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

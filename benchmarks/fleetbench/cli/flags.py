@@ -83,6 +83,22 @@ class Flag:
         }
 
 
+def torchrun_flags(section: str) -> tuple[Flag, ...]:
+    """The launch flags every torchrun job takes (the trainer, collectives), for its config `section`."""
+    return (
+        Flag("--nproc", f"{section}.nproc", "ranks on this node (default: GPUs, or 2 on CPU)", "2", int, "N"),
+        Flag("--nnodes", f"{section}.nnodes", "nodes in the job (default: 1)", "2", int, "N"),
+        Flag("--node-rank", f"{section}.node_rank", "this node's index; 0 hosts the rendezvous", "1", int, "N"),
+        Flag(
+            "--rdzv-endpoint",
+            f"{section}.rdzv_endpoint",
+            "node 0's rendezvous address (multi-node)",
+            example="node0:29400",
+            metavar="HOST:PORT",
+        ),
+    )
+
+
 def add_flags(
     parser: argparse.ArgumentParser, flags: tuple[Flag, ...], title: str | None = None
 ) -> argparse.ArgumentParser | argparse._ArgumentGroup:

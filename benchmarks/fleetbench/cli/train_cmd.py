@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fleetbench.cli.flags import Flag, add_flags
+from fleetbench.cli.flags import Flag, add_flags, torchrun_flags
 from fleetbench.cli.options import add_run_options, config_from_args, print_record_path, run_context
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.errors import UserError
@@ -67,25 +67,7 @@ TRAIN_FLAGS = (
     ),
 )
 LAUNCH_FLAGS = (
-    Flag(
-        "--nproc", "train.nproc", "ranks on this node (default: GPUs, or 2 on CPU)", example="2", type=int, metavar="N"
-    ),
-    Flag("--nnodes", "train.nnodes", "nodes in the job (default: 1)", example="2", type=int, metavar="N"),
-    Flag(
-        "--node-rank",
-        "train.node_rank",
-        "this node's index; 0 hosts the rendezvous",
-        example="1",
-        type=int,
-        metavar="N",
-    ),
-    Flag(
-        "--rdzv-endpoint",
-        "train.rdzv_endpoint",
-        "node 0's rendezvous address (multi-node)",
-        example="node0:29400",
-        metavar="HOST:PORT",
-    ),
+    *torchrun_flags("train"),
     Flag(
         "--max-restarts", "train.max_restarts", "torchrun restarts after a failure", example="1", type=int, metavar="N"
     ),
