@@ -26,8 +26,9 @@ from fleetbench.compare import noise as noise_mod
 from fleetbench.compare.gate import regressions
 from fleetbench.compare.history import Point, Series, collect, steps
 from fleetbench.compare.matching import RunRef, compare_runs
-from fleetbench.compare.stability import Limits, Load
+from fleetbench.compare.stability import Limits
 from fleetbench.compare.statistics import NOT_ENOUGH, UNSTABLE, TestSettings, compare_samples, factor_pct
+from fleetbench.results.load import Load
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import RECORDS_FILE
 
@@ -211,9 +212,9 @@ def test_simulated_noisy_samples_are_unstable_never_a_wrong_verdict() -> None:
 def test_a_busy_machine_makes_a_comparison_unstable_with_what_to_do() -> None:
     rng = np.random.default_rng(6)
     base, new = processes(rng, 10, {FLOPS: 100.0}, 0.01), processes(rng, 10, {FLOPS: 50.0}, 0.01)
-    busy = tuple(Load(5.0, 0.0, 2) for _ in range(10))
-    quiet = tuple(Load(0.9, 0.0, 2) for _ in range(10))
-    stolen = tuple(Load(0.9, 12.0, 2) for _ in range(10))
+    busy = tuple(Load(load1=5.0, steal_pct=0.0, cores=2) for _ in range(10))
+    quiet = tuple(Load(load1=0.9, steal_pct=0.0, cores=2) for _ in range(10))
+    stolen = tuple(Load(load1=0.9, steal_pct=12.0, cores=2) for _ in range(10))
     verdicts = {}
     for name, load in (("busy", busy), ("quiet", quiet), ("stolen", stolen)):
         (row,) = compare_runs(side("base", base, load), side("new", new, load), TestSettings()).benchmarks[0].rows
@@ -225,6 +226,57 @@ def test_a_busy_machine_makes_a_comparison_unstable_with_what_to_do() -> None:
     lenient = compare_runs(side("base", base, busy), side("new", new, busy), TestSettings(),
                            limits=Limits(load_per_core=10.0)).benchmarks[0].rows[0]  # fmt: skip
     assert lenient.change is not None and lenient.change.verdict == "worse"
+
+
+def with_load(ref: RunRef, load: Load) -> RunRef:
+    """The side's records as stored processes that kept `load` in their records (no --rounds measurement)."""
+    records = [r.model_copy(update={"load": load}) for r in ref.records]
+    return RunRef(ref.label, ref.run_id, records, processes=ref.processes)
+
+
+def test_stored_processes_are_judged_by_the_load_their_records_kept() -> None:
+    # A baseline of stored processes carries no --rounds measurement: only its records say the machine was busy.
+    rng = np.random.default_rng(7)
+    base, new = (
+        side("base", processes(rng, 10, {FLOPS: 100.0}, 0.01)),
+        side("new", processes(rng, 10, {FLOPS: 50.0}, 0.01)),
+    )
+    verdicts = {}
+    for name, load in (
+        ("quiet", Load(load1=0.5, steal_pct=0.0, cores=2)),
+        ("busy", Load(load1=6.0, steal_pct=None, cores=2)),
+    ):
+        (row,) = compare_runs(with_load(base, load), with_load(new, load), TestSettings()).benchmarks[0].rows
+        assert row.change is not None
+        verdicts[name] = (row.change.verdict, row.change.why)
+    assert verdicts["quiet"] == ("worse", "")
+    assert verdicts["busy"][0] == UNSTABLE and "load average 6.0 on 2 cores" in verdicts["busy"][1]
+    assert with_load(base, Load(load1=6.0, cores=2)).loads == (Load(load1=6.0, cores=2),) * 10  # one per process
+
+
+def test_a_calibrated_single_pair_is_not_judged_by_the_floor_on_a_busy_machine() -> None:
+    figure = noise_mod.NoiseFigure("probe", FLOPS, {"size": "256"}, 1.0, 40, 1.0, 1.0)
+    calibration = noise_mod.Calibration(MACHINE, "2026-01-01T00:00:00", ["probe"], 40, [figure])
+    verdicts = {}
+    for name, load in (("quiet", Load(load1=0.2, cores=2)), ("busy", Load(load1=5.0, cores=2))):
+        base = RunRef("a", "a", [record("a", {FLOPS: [100.0]}).model_copy(update={"load": load})])
+        new = RunRef("b", "b", [record("b", {FLOPS: [60.0]}).model_copy(update={"load": load})])
+        (row,) = compare_runs(base, new, TestSettings(), calibration=calibration).benchmarks[0].rows
+        assert row.change is not None
+        verdicts[name] = (row.change.verdict, row.change.why)
+    assert verdicts["quiet"][0] == "worse"  # a 40 % drop, far beyond a 1 % calibrated floor
+    assert verdicts["busy"][0] == UNSTABLE and "quiet machine" in verdicts["busy"][1]
+
+
+@pytest.mark.parametrize("load", [{"load1": -1, "cores": 2}, {"load1": float("inf"), "cores": 2},
+                                  {"load1": 1, "cores": 0}, {"load1": 1, "cores": 2, "steal_pct": 101},
+                                  {"load1": 1, "cores": "2"}, {"load1": 1}])  # fmt: skip
+def test_a_record_with_an_impossible_load_is_refused(load: dict[str, object]) -> None:
+    import pydantic
+
+    data = record("a", {FLOPS: [1.0]}).model_dump(mode="json")
+    with pytest.raises(pydantic.ValidationError):
+        ResultRecord.model_validate({**data, "load": load})
 
 
 # --- 4. machine classes and the bar `noise` prints ------------------------------------------------------

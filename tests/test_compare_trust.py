@@ -375,6 +375,8 @@ def test_records_carry_the_machine_and_compare_warns_when_it_differs(root: Path,
     record = read_records(root / "b")[0]
     assert record.machine["cpu_model"] == cpu_model_name() and record.machine["commit"] == record.git_revision
     assert record.machine["torch"] and record.machine["cpu_count"].isdigit()
+    # and what the machine was doing meanwhile, which a comparison of stored processes is judged by
+    assert record.load is not None and record.load.cores >= 1 and record.load.load1 >= 0
     other = tmp_path / "other"
     other.mkdir()
     lines = [json.loads(line) for line in (root / "b" / "records.jsonl").read_text().splitlines()]

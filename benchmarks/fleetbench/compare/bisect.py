@@ -19,9 +19,10 @@ from pathlib import Path
 
 from fleetbench.compare import rounds
 from fleetbench.compare.matching import Comparison, Row, RunRef, compare_runs
-from fleetbench.compare.stability import Limits, cpu_times, load_between
+from fleetbench.compare.stability import Limits
 from fleetbench.compare.statistics import TestSettings
 from fleetbench.errors import UserError
+from fleetbench.results.load import cpu_times, load_between
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 

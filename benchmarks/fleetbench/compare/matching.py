@@ -44,6 +44,7 @@ from fleetbench.compare.statistics import (
 from fleetbench.compare.validity import check_records, figure_name
 from fleetbench.errors import UserError
 from fleetbench.results.fingerprint import differences
+from fleetbench.results.load import Load
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import RECORDS_FILE, list_runs, read_records
 from fleetbench.runinfo import RUN_ID_PATTERN
@@ -64,7 +65,19 @@ class RunRef:
     noise: noise_mod.Calibration | None = None  # kept by a baseline
     crashed: tuple[str, ...] = ()  # processes that ended without a record: "run id: why"
     rounds: str = ""  # the `compare --rounds` invocation that ran these processes (its prefix); "" otherwise
-    load: tuple[stability.Load, ...] = ()  # the machine's load seen during each process (compare --rounds)
+    load: tuple[Load, ...] = ()  # the machine's load seen during each process (compare --rounds)
+
+    @property
+    def loads(self) -> tuple[Load, ...]:
+        """The load during each process: as `compare --rounds` saw it, else as each process's first rank-0
+        record kept it (a stored baseline's processes; records older than that field have none)."""
+        if self.load:
+            return self.load
+        kept: dict[str, Load] = {}
+        for record in self.records:
+            if record.rank == 0 and record.load is not None:
+                kept.setdefault(record.run_id, record.load)
+        return tuple(kept.values())
 
     @property
     def machine(self) -> dict[str, str]:
@@ -275,7 +288,7 @@ class Plan:
     noise_factor: float
     processes: int
     noise: dict[noise_mod.FigureKey, noise_mod.NoiseFigure]
-    load: tuple[stability.Load, ...] = ()  # both sides' processes
+    load: tuple[Load, ...] = ()  # both sides' processes
     stability: stability.Limits = field(default_factory=stability.Limits)
 
 
@@ -297,7 +310,10 @@ def _within_run(change: Change, plan: Plan, key: noise_mod.FigureKey, figure: He
     if key not in plan.noise:
         return without_verdict(change, WITHIN_RUN)
     if change.method == SINGLE or change.why:  # one value a side: the calibrated floor alone decides
-        return single(change.base, change.new, figure.better, change.min_change_pct)
+        change = single(change.base, change.new, figure.better, change.min_change_pct)
+    # The floor was calibrated on a machine doing nothing else: a run beside other work is not judged by it.
+    if busy := stability.load_reason(plan.load, plan.stability):
+        return without_verdict(change, f"unstable: {busy}: {stability.ADVICE}", UNSTABLE)
     return change
 
 
@@ -432,7 +448,7 @@ def compare_runs(  # noqa: PLR0913 (the comparison and how it is judged)
         )
     processes = min(base.processes, new.processes) if pool else 1
     plan = Plan(dataclasses.replace(settings, scope=scope), noise_factor, processes,
-                calibration.lookup() if calibration else {}, base.load + new.load,
+                calibration.lookup() if calibration else {}, base.loads + new.loads,
                 limits or stability.Limits())  # fmt: skip
     benchmarks = [_benchmark(name, old[name], now[name], plan, allow_mismatch) for name in common]
     judge_family(benchmarks, plan.settings)

@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleetbench.compare import stability
 from fleetbench.compare.matching import RunRef
 from fleetbench.compare.validity import check_records
 from fleetbench.errors import Terminated, UserError
+from fleetbench.results.load import Load, cpu_times, load_between
 from fleetbench.results.record import ResultRecord
 from fleetbench.results.store import RECORDS_FILE, read_records
 from fleetbench.runinfo import new_run_id
@@ -79,7 +79,7 @@ class Outcome:
     seconds: list[float] = field(default_factory=list)
     run_ids: dict[str, list[str]] = field(default_factory=lambda: {"base": [], "new": []})
     prefix: str = ""
-    load: dict[str, list[stability.Load]] = field(default_factory=lambda: {"base": [], "new": []})
+    load: dict[str, list[Load]] = field(default_factory=lambda: {"base": [], "new": []})
 
 
 def check_command(command: tuple[str, ...]) -> None:
@@ -257,10 +257,10 @@ def run_rounds(plan: RoundsPlan, sources: dict[str, Path], report: Callable[[str
         order = (plan.base, plan.new) if index % 2 == 0 else (plan.new, plan.base)
         for side in order:
             run_id = f"{prefix}-{side.name}-{index + 1:02d}"
-            started, before = time.monotonic(), stability.cpu_times()
+            started, before = time.monotonic(), cpu_times()
             done = run_process(process_argv(plan, side, run_id), sources.get(side.name))
             out.seconds.append(time.monotonic() - started)
-            out.load[side.name].append(stability.load_between(before, stability.cpu_times()))
+            out.load[side.name].append(load_between(before, cpu_times()))
             load = out.load[side.name][-1]
             steal = f", steal {load.steal_pct:.1f} %" if load.steal_pct else ""
             report(f"round {index + 1}/{plan.rounds} {side.name}: {run_id} exit {done.returncode} "

@@ -1,8 +1,9 @@
 """Too noisy to judge? The load a comparison's processes ran under and their spread (pyperf's "unstable").
 
-`compare --rounds` reads the load average and, where /proc/stat has it, the CPU time stolen by the
-hypervisor around each process (`Load`). A figure of a comparison between processes is "unstable",
-with no verdict and what to do, when
+Every run's record keeps the load average and, where /proc/stat has it, the CPU time stolen by the
+hypervisor during its process (`Load`, results/load.py); `compare --rounds` also reads them around each
+process it starts. A figure of a comparison between processes is "unstable", with no verdict and what
+to do, when
 
 - the spread of either side's per-process figures is above `compare.unstable_spread_pct` (the robust
   standard deviation of their logs, 1.4826 x MAD, in percent; pyperf warns above 10 % of the mean), or
@@ -16,24 +17,13 @@ A noisy run then says so, instead of printing a confident size that is the neigh
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
+
+from fleetbench.results.load import Load
 
 MAD_TO_SIGMA = 1.4826
-PROC_STAT = Path("/proc/stat")
 ADVICE = "run it on a quiet machine (stop other work, pin it with taskset), or raise --rounds"
-
-
-@dataclass(frozen=True)
-class Load:
-    """What the machine was doing while one process ran: 1-minute load average at its end, the share of
-    CPU time stolen during it (None where /proc/stat has no steal column), the cores it could use."""
-
-    load1: float
-    steal_pct: float | None
-    cores: int
 
 
 @dataclass(frozen=True)
@@ -43,31 +33,6 @@ class Limits:
     spread_pct: float = 10.0
     load_per_core: float = 1.0
     steal_pct: float = 5.0
-
-
-def cpu_times(stat: Path = PROC_STAT) -> tuple[float, float] | None:
-    """(steal, total) jiffies of all CPUs from /proc/stat; None where it has no steal column."""
-    try:
-        first = stat.read_text(encoding="ascii").splitlines()[0].split()
-    except (OSError, IndexError, UnicodeDecodeError):
-        return None
-    if first[:1] != ["cpu"] or len(first) < 9:
-        return None
-    values = [float(v) for v in first[1:9]]  # user nice system idle iowait irq softirq steal
-    return values[7], sum(values)
-
-
-def cores() -> int:
-    """The cores this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def load_between(before: tuple[float, float] | None, after: tuple[float, float] | None) -> Load:
-    """The Load of a process from /proc/stat read before and after it, and the load average now."""
-    steal = None
-    if before is not None and after is not None and after[1] > before[1]:
-        steal = 100.0 * (after[0] - before[0]) / (after[1] - before[1])
-    return Load(os.getloadavg()[0], steal, cores())
 
 
 def spread_pct(samples: Sequence[float]) -> float:

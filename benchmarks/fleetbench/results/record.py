@@ -16,6 +16,8 @@ Schema (version 1), documented in README.md:
   packages        versions of python, fleetbench, torch, numpy, prometheus-client, pydantic
   machine         the machine fingerprint (results/fingerprint.py): CPU and GPU model, driver, torch
                   build, commit, numeric env; empty in records written before it existed
+  load            what the machine was doing during the process (results/load.py): load1 at its end,
+                  steal_pct during it (null without a steal column), cores; null in older records
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from fleetbench.catalogue import Better, MetricSpec, spec
+from fleetbench.results.load import Load
 
 
 def _null_is_nan(value: Any) -> Any:
@@ -105,6 +108,7 @@ class ResultRecord(BaseModel):
     git_revision: str
     packages: dict[str, str]
     machine: dict[str, str] = Field(default_factory=dict)
+    load: Load | None = None
 
     def metric(self, name: str, **labels: str) -> float | None:
         """The value of one sample, or None when the run did not export it."""

@@ -26,6 +26,7 @@ from fleetbench.errors import UserError
 from fleetbench.fsutil import ensure_writable_dir
 from fleetbench.job import RunContext
 from fleetbench.results.fingerprint import machine_fingerprint
+from fleetbench.results.load import cpu_times, load_between
 from fleetbench.results.record import HeadlineFigure, ResultRecord
 from fleetbench.results.store import DEFAULT_RESULTS_DIR, append_record, default_spool_dir, prepare_run_dir
 from fleetbench.runinfo import git_revision, host_name, package_versions, utc_now
@@ -200,6 +201,7 @@ class BenchmarkRun:
         self._http: Any = None
         self._start = utc_now()
         self._start_monotonic = time.monotonic()
+        self._cpu_times_at_start = cpu_times()
 
     # --- lifecycle -------------------------------------------------------------------------------
     def __enter__(self) -> BenchmarkRun:
@@ -334,6 +336,7 @@ class BenchmarkRun:
             git_revision=git_revision(),
             packages=package_versions(),
             machine=machine_fingerprint(self.identity.host, git_revision()),
+            load=load_between(self._cpu_times_at_start, cpu_times()),
         )
         append_record(self.run_dir, self.record)
         return self.record
