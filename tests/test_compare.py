@@ -102,7 +102,10 @@ def sse_run_is_slower() -> None:
 
 
 def compare(root: Path, *args: str) -> tuple[int, str, str]:
-    result = run_cli("compare", "--results-dir", str(root), *args)
+    # The shared test machines run at load 3-6 on 2 cores: the calibrated floor's tests judge the two
+    # machines here, not the load rule (tests/test_compare_round2.py has its own tests).
+    quiet = ("--set", "compare.max_load_per_core=1000", "--set", "compare.max_steal_pct=100")
+    result = run_cli("compare", "--results-dir", str(root), *args, *quiet)
     return result.returncode, result.stdout, result.stderr
 
 

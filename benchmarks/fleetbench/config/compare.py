@@ -81,11 +81,14 @@ class CompareConfig(StrictModel):
         default=1.0,
         gt=0,
         le=1000,
-        description="compare --rounds: a median load average above this x the cores during the processes "
-        "makes every figure unstable (other work was waiting for the CPUs)",
+        description="a median load average above this x the cores during the processes (measured by "
+        "compare --rounds, else kept in the records) makes every figure unstable (other work was waiting for the CPUs)",
     )
     max_steal_pct: float = Field(
-        default=5.0, gt=0, le=100, description="compare --rounds: above this median share of stolen CPU time: unstable"
+        default=5.0,
+        gt=0,
+        le=100,
+        description="above this median share of CPU time stolen during the processes: unstable",
     )
     fail_on_regression_pct: Percent | None = Field(
         default=None,
