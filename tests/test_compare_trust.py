@@ -315,7 +315,7 @@ def test_two_commits_in_interleaved_processes_flag_the_planted_slowdown(
 def calibrated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     results = tmp_path_factory.mktemp("noise")
     done = cli("noise", "--results-dir", str(results), "--rounds", "3", "--baseline", "aa", "--run-prefix", "cal",
-               "--", "probe", *SMALL)  # fmt: skip
+               "--set", "compare.noise_factor=3", "--", "probe", *SMALL)  # fmt: skip
     return results, done
 
 
@@ -333,6 +333,9 @@ def test_noise_files_each_figures_spread_for_this_machine_and_the_baseline_keeps
     assert len({r["run_id"] for r in baseline["records"]}) == 6
     assert f"run-to-run noise of {cpu_model_name()}" in done.stdout and "(6 processes)" in done.stdout
     assert "A again" in done.stdout
+    for figure in stored["figures"]:  # the one-pair bar printed for --set compare.noise_factor=3, not the default 2
+        bar = 100 * math.expm1(max(math.log1p(0.01), 3.0 * figure["noise_pct"] / 100 * math.sqrt(2)))
+        assert f"{bar:.1f}%" in done.stdout
     listed = cli("baseline", "--results-dir", str(results), "list")
     assert "aa" in listed.stdout and "2 figures" in listed.stdout
 

@@ -80,6 +80,8 @@ CASES = [
              "--new-set: ", ),
     BadInput("noise-one-round", ("noise", "--rounds", "1", "--", "probe"), "--rounds: '1' is not accepted; accepted: 3 to 1000 processes per side"),
     BadInput("noise-not-a-job", ("noise", "--", "stack", "up"), "--rounds runs a benchmark command, got 'stack'"),
+    BadInput("noise-set-not-compare", ("noise", "--set", "probe.threads=1", "--", "probe"), "--set 'probe.threads=1' is not accepted; accepted: compare.KEY=VALUE"),
+    BadInput("noise-set-bad-value", ("noise", "--set", "compare.noise_factor=-1", "--", "probe"), "compare.noise_factor"),
     BadInput("noise-bad-baseline-name", ("noise", "--baseline", "../x", "--", "probe"), "baseline name '../x' is not accepted"),
     BadInput("history-unknown-metric", ("history", "probe_flops"), "metric 'probe_flops' is not a headline metric"),
     BadInput("history-bad-label", ("history", FLOPS, "--label", "size"), "--label 'size' is not accepted"),
