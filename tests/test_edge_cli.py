@@ -67,6 +67,10 @@ def test_quick_run_writes_record_table_and_artifacts(vulkan: None, tmp_path: Pat
     assert record.benchmark == "edge" and record.backend == "vulkan" and record.status == "ok"
     assert all(row["correct"] for row in record.summary["kernels"])
     assert {"edge_results.json", "edge_results.csv", "edge_latency_gemm_vec4.png"} <= set(record.artifacts)
+    energy = record.summary["energy"]  # a figure where a source is readable; else each source says why
+    assert (energy["joules"] is None) == (energy["source"] is None)
+    if energy["source"] is None:
+        assert set(energy["unavailable"]) == {"rapl", "tegrastats", "powermetrics", "battery", "adb"}, energy
 
 
 def test_wgpu_backend_env_is_honoured_and_checked(

@@ -1,13 +1,16 @@
 """Energy: RAPL on a powercap tree the test builds (packages, sub-zones, wraparound, unreadable), NVML's
-absence said in words, tegrastats' input rail on two real Jetson captures, and the meter's figures."""
+absence said in words, tegrastats' input rail on two real Jetson captures, the meter's figures, and the
+sampled power of edge boards (tegrastats, powermetrics, a battery on Linux or over adb) from tools on PATH
+that print what the real ones print."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from fleetbench.energy import rapl, tegrastats
+from fleetbench.energy import rapl, sampled, tegrastats
 from fleetbench.energy.meter import EnergyMeter, EnergyReading
 from testdata import get_test_data_dir, missing_reason
 
@@ -118,3 +121,98 @@ def test_tegrastats_input_rail_of_two_real_jetsons() -> None:
 def test_tegrastats_without_an_input_rail() -> None:
     assert tegrastats.input_watts("RAM 936/3964MB CPU [10%@102] GPU@28C") is None
     assert tegrastats.joules(["RAM 1/2MB"], 1.0) is None
+
+
+# --- sampled power at the edge: stand-in tools on PATH print what real ones print -------------------------
+def put_on_path(folder: Path, name: str, body: str) -> None:
+    script = folder / name
+    script.write_text("#!/bin/sh\n" + body, encoding="utf-8")
+    script.chmod(0o755)
+
+
+@pytest.fixture
+def tool_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    return folder
+
+
+def metered(sources: tuple[str, ...], seconds: float = 0.6) -> EnergyReading:
+    meter = EnergyMeter(sampled=sources, read_rapl=False).start()
+    time.sleep(seconds)
+    return meter.stop()
+
+
+def test_a_constant_power_gives_watts_times_seconds(tool_path: Path) -> None:
+    put_on_path(
+        tool_path, "tegrastats", "while :; do echo 'RAM 1/2MB GPU@38C VDD_IN 10000mW/9000mW'; sleep 0.02; done\n"
+    )
+    reading = metered(("tegrastats",))
+    assert reading.source == "tegrastats" and reading.watts == pytest.approx(10.0)  # the current, not the average
+    assert reading.joules == pytest.approx(10.0 * reading.seconds)
+    assert reading.covered_share is not None and 0.5 < reading.covered_share <= 1
+
+
+@needs_data
+def test_tegrastats_streaming_a_real_capture_averages_within_its_range(tool_path: Path, tmp_path: Path) -> None:
+    capture = get_test_data_dir() / "thermal" / "jetson_xaviernx_class_tegrastats_gpu_burn.log"
+    lines = capture.read_text().splitlines()
+    watts = [w for w in map(tegrastats.input_watts, lines) if w is not None]
+    (tmp_path / "capture.log").write_text(capture.read_text())
+    put_on_path(
+        tool_path,
+        "tegrastats",
+        f'while read -r line; do echo "$line"; sleep 0.005; done < "{tmp_path / "capture.log"}"\nsleep 5\n',
+    )
+    reading = metered(("tegrastats",), 1.0)
+    assert reading.source == "tegrastats" and reading.watts is not None
+    assert min(watts) <= reading.watts <= max(watts)
+
+
+def test_powermetrics_combined_power_is_read(tool_path: Path) -> None:
+    body = "while :; do echo '*** Sampled system activity'; echo 'CPU Power: 900 mW'; echo 'GPU Power: 300 mW';"
+    body += " echo 'Combined Power (CPU + GPU + ANE): 1250 mW'; sleep 0.02; done\n"
+    put_on_path(tool_path, "powermetrics", body)
+    reading = metered(("powermetrics",))
+    assert reading.source == "powermetrics" and reading.watts == pytest.approx(1.25)
+
+
+def test_powermetrics_without_root_says_so(tool_path: Path) -> None:
+    put_on_path(tool_path, "powermetrics", "echo 'powermetrics must be invoked as the superuser' >&2\nexit 1\n")
+    reading = metered(("powermetrics",), 0.2)
+    assert reading.joules is None and "must be invoked as the superuser" in reading.reasons["powermetrics"]
+
+
+def battery(root: Path, **files: str) -> Path:
+    folder = root / "BAT0"
+    folder.mkdir(parents=True)
+    (folder / "type").write_text("Battery\n")
+    for name, text in files.items():
+        (folder / name).write_text(text + "\n")
+    return root
+
+
+def test_a_discharging_battery_gives_its_power_and_a_charging_one_says_why(tmp_path: Path) -> None:
+    assert sampled.read_battery(battery(tmp_path / "a", status="Discharging", power_now="7500000")) == (7.5, None)
+    # current in µA (negative while discharging on some drivers) x voltage in µV
+    both = battery(tmp_path / "b", status="Discharging", current_now="-500000", voltage_now="3800000")
+    assert sampled.read_battery(both)[0] == pytest.approx(1.9)
+    watts, why = sampled.read_battery(battery(tmp_path / "c", status="Charging", power_now="7500000"))
+    assert watts is None and why is not None and "charging" in why
+    assert sampled.read_battery(tmp_path / "none") == (None, f"no battery under {tmp_path / 'none'}")
+
+
+def test_an_android_battery_over_adb(tool_path: Path) -> None:
+    put_on_path(tool_path, "adb", "echo status=Discharging; echo current_now=-400000; echo voltage_now=4000000\n")
+    reading = metered(("adb",), 0.4)
+    assert reading.source == "adb" and reading.watts == pytest.approx(1.6)
+    put_on_path(tool_path, "adb", "echo 'adb: no devices/emulators found' >&2\nexit 1\n")
+    reading = metered(("adb",), 0.1)
+    assert reading.joules is None and reading.reasons["adb"] == "adb shell failed: adb: no devices/emulators found"
+
+
+def test_no_sampled_source_gives_each_reason_and_no_figure(tool_path: Path) -> None:
+    reading = metered(("tegrastats", "powermetrics"), 0.1)
+    assert reading.joules is None and reading.watts is None
+    assert reading.reasons == {"tegrastats": "tegrastats not on PATH", "powermetrics": "powermetrics not on PATH"}

@@ -68,6 +68,8 @@ def test_default_profile_writes_everything_step_a_and_c_promise(default_run: tup
     assert record.status == "ok" and record.backend == "cpu"
     expected = "train" if importlib.util.find_spec("fleetbench.train") else "linear"
     assert record.summary["workload"]["kind"] == expected
+    energy = record.summary["energy"]  # the profiled steps' energy, or why there is none (no RAPL in a VM)
+    assert (energy["joules"] is None) == bool(energy["reason"]) and energy["seconds"] > 0
     files = run_dir / "profile"
     assert (files / "key_averages.txt").read_text().startswith("sorted by self_cpu_time_total")
     trace = json.loads((files / "trace.json").read_text())

@@ -318,10 +318,12 @@ CATALOGUE: dict[str, MetricSpec] = {
               "Bus bandwidth of a collective: algorithm bandwidth times nccl-tests' factor of the rank count "
               "(busbw), comparable with the links' bandwidth", "op", "size", "ranks", better="higher"),
         # --- energy (fleetbench.energy) of the timed work of a run: `source` nvml (the rank's GPU: NVML's
-        # total-energy counter) or rapl (the machine's CPU packages, read by a node's first rank); where no
-        # source is readable the record says why and these are absent.
+        # total-energy counter), rapl (the machine's CPU packages, read by a node's first rank), or at the
+        # edge a sampled power source (tegrastats, powermetrics, battery, adb); where no source is readable
+        # the record says why and these are absent.
         _spec("fleetbench_energy_joules", "gauge", "joules",
-              "Energy drawn during the run's timed work (NVML GPU energy, or RAPL CPU package energy)", "source"),
+              "Energy drawn during the run's timed work (NVML GPU energy, RAPL CPU package energy, or sampled "
+              "board power at the edge)", "source"),
         _spec("fleetbench_energy_per_step_joules", "gauge", "joules",
               "Energy per step of the run's timed work", "source", better="lower"),
         _spec("fleetbench_energy_per_token_joules", "gauge", "joules",

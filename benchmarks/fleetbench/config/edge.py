@@ -42,6 +42,8 @@ EDGE_KERNELS: tuple[str, ...] = get_args(EdgeKernel)
 # Where the thermal state comes from (fleetbench.edge.thermal): sysfs classes and device tools.
 ThermalSource = Literal["thermal_zone", "hwmon", "nvidia-smi", "adb", "pmset", "powermetrics", "tegrastats"]
 THERMAL_SOURCES: tuple[str, ...] = get_args(ThermalSource)
+# nvml and rapl keep energy counters; the others print power, sampled during the work (energy/sampled.py)
+EnergySource = Literal["nvml", "rapl", "tegrastats", "powermetrics", "battery", "adb"]
 EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
 
 
@@ -153,6 +155,11 @@ class EdgeConfig(StrictModel):
         default_factory=lambda: list(get_args(ThermalSource)), max_length=7, description="[]: no thermal reading"
     )
     thermal_root: Path = Field(default=Path("/"), description="the folder /sys/class/{thermal,hwmon} are read under")
+    energy_sources: list[EnergySource] = Field(
+        default_factory=lambda: list(get_args(EnergySource)),
+        max_length=6,
+        description="where the energy of the timed work is read, first figure wins; []: no energy reading",
+    )
     cpu_affinity: list[Annotated[int, Field(ge=0, le=65535)]] | None = Field(
         default=None, min_length=1, max_length=1024, description="CPUs the host process may run on (Linux)"
     )
@@ -174,7 +181,9 @@ class EdgeConfig(StrictModel):
     plot: bool = True
     llm: EdgeLlmConfig = Field(default_factory=EdgeLlmConfig, description="`edge llm`: the LLM runtimes")
 
-    @field_validator("kernels", "gemm_sizes", "dtypes", "cpu_affinity", "partitioners", "thermal_sources")
+    @field_validator(
+        "kernels", "gemm_sizes", "dtypes", "cpu_affinity", "partitioners", "thermal_sources", "energy_sources"
+    )
     @classmethod
     def _unique_values(cls, value: list[object] | None) -> list[object] | None:
         if value is not None and len(set(value)) != len(value):

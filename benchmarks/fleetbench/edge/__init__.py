@@ -19,6 +19,7 @@ Vulkan compute path for what wgpu cannot express) and coopmat (the cooperative-m
 thermal and thermal_parse (the device's thermal state and the tools that report it), discipline (the
 cooldown and thermal checks around each measurement), peak_sizing (the FMA peak probe grown until it
 fills the device and one dispatch is long enough to time), stability (sample count, CV and the
-stable/unstable verdict every figure carries).
+stable/unstable verdict every figure carries), energy (the meter of the timed work: NVML, RAPL or the
+board's sampled power).
 llm/ is `fleetbench edge llm`: the trainer's llama model in llama.cpp, MLX and ExecuTorch.
 """

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge import gpu, outputs
 from fleetbench.edge.discipline import Watch
+from fleetbench.edge.energy import edge_meter, unmetered
 from fleetbench.edge.export import (
     peak_ratios,
     record_adapter,
@@ -28,6 +30,7 @@ from fleetbench.edge.models import run_mps_path, run_program
 from fleetbench.edge.plan import EdgePlan, plan_edge
 from fleetbench.edge.rows import KernelRow
 from fleetbench.job import Job, JobFailed, JobResult, RunContext
+from fleetbench.telemetry.energy import record_energy
 from fleetbench.telemetry.session import BenchmarkRun, open_run
 
 BENCHMARK = "edge"
@@ -46,6 +49,7 @@ class EdgeOutcome:
     ratios: dict[str, float]
     models: list[dict[str, Any]]
     thermal: dict[str, Any]
+    energy: dict[str, Any] = field(default_factory=dict)  # the record's summary["energy"]
 
 
 def yes_no(flag: bool) -> str:
@@ -142,6 +146,10 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
         for note in plan.notes:
             log.warning(note)
         watch = Watch.start(cfg)
+        meter = edge_meter(cfg, plan.adapter)
+        started = time.monotonic()
+        if meter is not None:
+            meter.start()
         rows = run_kernels(plan, bench, context.progress, watch)
         rows += run_coopmat(plan, bench, context.progress, watch)
         ratios = peak_ratios(rows)
@@ -151,6 +159,8 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
             log.warning("%s (not published)", refusal)
         mps_summary = run_mps_path(cfg, bench, models, watch)
         failures = wrong_kernels(rows) + run_program(plan, bench, models, watch)
+        # the kernels' and models' work with their cooldowns: a device's draw over the whole run
+        reading = meter.stop() if meter is not None else unmetered(time.monotonic() - started)
         end = watch.read()
         record_run_thermal(bench, watch, end)
         thermal = watch.summary(end)
@@ -173,10 +183,14 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[EdgeOutcome]
                 "warnings": [w for r in watch.records for w in r.warnings],
             }
         )
+        record_energy(bench, reading, steps=0, tokens=0)
         write_outputs(bench, plan, rows, models, ratios, thermal)
         if failures:
             bench.finish(error="wrong results: " + "; ".join(failures))
-    result = JobResult([bench.result()], EdgeOutcome(device, backend, plan.timing, rows, ratios, models, thermal))
+    result = JobResult(
+        [bench.result()],
+        EdgeOutcome(device, backend, plan.timing, rows, ratios, models, thermal, bench.summary.get("energy", {})),
+    )
     if failures:
         raise JobFailed("wrong results: " + "; ".join(failures), result)
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fleetbench.devices import DeviceInfo
 from fleetbench.energy.meter import EnergyMeter, EnergyReading
+from fleetbench.telemetry import energy as telemetry_energy
 from fleetbench.telemetry.session import BenchmarkRun
 from fleetbench.train.parallel import DistEnv
 
@@ -25,19 +26,8 @@ def covered_ranks(device: DeviceInfo, env: DistEnv) -> int:
 
 
 def record_energy(run: BenchmarkRun, reading: EnergyReading | None, steps: int, tokens: int) -> None:
-    """Summary and metrics: joules, per step, per token, average watts; the reason where there is no figure."""
+    """The rank's energy in its record and metrics; a CPU rank that is not its node's first says why it has none."""
     if reading is None:
         run.summary["energy"] = {"source": None, "joules": None, "reason": OTHER_CPU_RANK}
         return
-    run.summary["energy"] = reading.summary(steps, tokens)
-    if reading.joules is None or reading.source is None:
-        return
-    source = reading.source
-    run.metrics.set("fleetbench_energy_joules", reading.joules, source=source)
-    for metric, value in (
-        ("fleetbench_energy_per_step_joules", reading.per(steps)),
-        ("fleetbench_energy_per_token_joules", reading.per(tokens)),
-        ("fleetbench_energy_average_watts", reading.watts),
-    ):
-        if value is not None:
-            run.metrics.set(metric, value, source=source)
+    telemetry_energy.record_energy(run, reading, steps, tokens)

@@ -141,3 +141,17 @@ def show_results(console: Console, outcome: EdgeOutcome) -> None:
         show(console, model_table(outcome.models))
     for line in thermal_lines(outcome.thermal):
         console.print(line, highlight=False)
+    if outcome.energy:
+        console.print(energy_line(outcome.energy), highlight=False, markup=False)
+
+
+def energy_line(energy: dict[str, Any]) -> str:
+    """The run's energy in one line: joules and average watts from which source, or why there is none."""
+    if energy.get("joules") is None:
+        return f"energy: none read ({energy.get('reason') or 'no source'})"
+    covered = energy.get("covered_share")
+    sampled = f", samples span {covered:.0%} of it" if covered is not None else ""
+    return (
+        f"energy: {energy['joules']:.3g} J over {energy['seconds']:.1f} s, {energy['average_watts']:.3g} W average "
+        f"({energy['source']}{sampled})"
+    )

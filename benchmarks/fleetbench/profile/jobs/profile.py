@@ -15,6 +15,7 @@ from typing import Any
 
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.devices import DeviceInfo, resolve_device
+from fleetbench.energy.meter import EnergyMeter
 from fleetbench.fsutil import check_writable_dir
 from fleetbench.gpus import Peaks, peaks_from_datasheet
 from fleetbench.job import Job, JobResult, Progress, RunContext
@@ -25,6 +26,7 @@ from fleetbench.profile.peaks import local_peaks
 from fleetbench.profile.roofline.analysis import Roofline, analytical_roofline, op_rows, plot_roofline
 from fleetbench.profile.trace.summary import TraceSummary, summarize_trace
 from fleetbench.profile.workloads import UserCodeFailed, Workload, resolve_workload
+from fleetbench.telemetry.energy import record_energy
 from fleetbench.telemetry.session import open_run
 
 BENCHMARK = "profile"
@@ -69,7 +71,10 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[ProfileOutco
     thresholds = thresholds_of(cfg)
     check_writable_dir(context.run_dir, "results dir", "--results-dir")
     log.info("profile: %s on %s (%s)", workload.description, device.name, device.backend)
+    # the profiled steps' energy, the profiler's own overhead included (as their times are)
+    meter = EnergyMeter(gpu_index=(device.torch_device.index or 0) if device.backend == "cuda" else None).start()
     recording = _record(workload, config, device, context.progress)  # the run folder is made once this succeeded
+    energy = meter.stop()
     with open_run(config, context, BENCHMARK, cfg, device.name, device.backend) as bench:
         out_dir = bench.run_dir / "profile"
         result = write_capture(recording, cfg, device, out_dir)
@@ -85,6 +90,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[ProfileOutco
         record_trace(bench, summary)
         record_ops(bench, rows)
         record_peaks(bench, peaks)
+        record_energy(bench, energy, steps=result.steps_recorded, tokens=0)
         if device.backend == "cuda":
             record_peaks(bench, peaks_from_datasheet(device.name))
         for path in result.files.values():
