@@ -230,3 +230,33 @@ def test_gpu_panels_read_a_stand_in_dcgm_exporter(stack: LocalStack, prometheus:
             assert returned, f"panel {panel.title!r} has no data from the stand-in DCGM exporter"
     finally:
         delete_from_gateway(stack.pushgateway_url, job="dcgm-standin")
+
+
+@pytest.mark.services
+def test_energy_panels_show_a_runs_energy_pushed_through_the_stack(
+    stack: LocalStack, prometheus: PrometheusClient, tmp_path: Path
+) -> None:
+    """A VM reads no power source, so the demo leaves the energy row empty: a run's own telemetry pushes a
+    reading here (what a GPU or a Jetson gives) and every energy panel shows it."""
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.dashboards.overview import energy
+    from fleetbench.energy.meter import EnergyReading
+    from fleetbench.job import RunContext
+    from fleetbench.telemetry.energy import record_energy
+    from fleetbench.telemetry.session import open_run
+
+    config = FleetbenchConfig.model_validate(
+        {"run": {"results_dir": str(tmp_path), "run_id": "energy-panel"},
+         "telemetry": {"pushgateway": stack.pushgateway_url}}
+    )  # fmt: skip
+    with open_run(config, RunContext.start(config), "probe", config.probe, "cpu", "cpu") as run:
+        record_energy(run, EnergyReading("tegrastats", 30.0, 6.0, covered_share=0.98), steps=3, tokens=600)
+    expected = {"Average power": 5.0, "Energy per step": 10.0, "Energy per token": 0.05}
+    for panel in energy.panels:
+        assert panel.power_only and panel.may_be_empty
+        deadline = time.monotonic() + 15
+        while not (found := prometheus.query(substitute(panel.queries[0].expr, "energy-panel"))):
+            assert time.monotonic() < deadline, f"panel {panel.title!r} shows no pushed energy"
+            time.sleep(0.25)
+        (series,) = found
+        assert series.labels["source"] == "tegrastats" and series.value == pytest.approx(expected[panel.title])

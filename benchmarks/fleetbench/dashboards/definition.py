@@ -95,13 +95,15 @@ class Panel:
     outside_demo: bool = False
     # Data only while an alert rule fires (Prometheus' ALERTS series): none on a healthy stack.
     alert_only: bool = False
+    # Data only where a power source is readable (NVML, RAPL, a board's power tool): a VM has none.
+    power_only: bool = False
     # Values coloured by thresholds (ascending); () keeps Grafana's default colours.
     thresholds: tuple[ThresholdStep, ...] = ()
 
     @property
     def may_be_empty(self) -> bool:
         """Whether the panel has no data by nature: no GPU, no Slurm cluster, no sensor, no comparison pushed
-        yet, a job the demo does not run, or no alert firing."""
+        yet, a job the demo does not run, no alert firing, or no power source."""
         return (
             self.gpu_only
             or self.slurm_only
@@ -109,6 +111,7 @@ class Panel:
             or self.pushed_by_compare
             or self.outside_demo
             or self.alert_only
+            or self.power_only
         )
 
 

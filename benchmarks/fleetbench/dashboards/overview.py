@@ -1,5 +1,5 @@
-"""Cluster overview: firing alerts, every run with its status, hosts, device probes, GPU time, DCGM beside ours,
-and Slurm."""
+"""Cluster overview: firing alerts, every run with its status, hosts, device probes, energy, GPU time, DCGM
+beside ours, and Slurm."""
 
 from __future__ import annotations
 
@@ -90,6 +90,48 @@ probes = Row(
             ),
             unit_of("fleetbench_probe_achieved_bytes_per_second"),
             "Bytes read plus written per second by a tensor copy",
+        ),
+    ),
+)
+
+
+def energy_panel(title: str, metric: str, description: str) -> Panel:
+    """One energy figure of every run that read a power source, per benchmark, host and source."""
+    return Panel(
+        title,
+        "bargauge",
+        (
+            Query(
+                f"max by (benchmark, host, run_id, source) ({sel(metric)})",
+                legend="{{benchmark}} {{host}} {{run_id}} ({{source}})",
+                instant=True,
+            ),
+        ),
+        unit_of(metric),
+        description,
+        width=8,
+        power_only=True,
+    )
+
+
+energy = Row(
+    "Energy",
+    (
+        energy_panel(
+            "Average power",
+            "fleetbench_energy_average_watts",
+            "Average power over each run's timed work: NVML (GPU), RAPL (CPU packages) or the board's sampled "
+            "power (tegrastats, powermetrics, battery, adb); runs without a readable source say why in their record",
+        ),
+        energy_panel(
+            "Energy per step",
+            "fleetbench_energy_per_step_joules",
+            "Joules per training or profiled step (the source's share: one GPU, or a node's CPU packages)",
+        ),
+        energy_panel(
+            "Energy per token",
+            "fleetbench_energy_per_token_joules",
+            "Joules per token processed (training: the tokens of the ranks the source covers)",
         ),
     ),
 )
@@ -354,7 +396,7 @@ slurm = Row(
 OVERVIEW = Dashboard(
     uid="fleetbench-overview",
     title="fleetbench / Cluster overview",
-    description="Every run with its status and last success, the hosts, device probes, DCGM GPU metrics and Slurm",
+    description="Every run with its status and last success, the hosts, device probes, energy, DCGM GPU metrics and Slurm",
     benchmarks=(),
-    rows=(alerts, runs, probes, collectives, gpu_time, dcgm, slurm),
+    rows=(alerts, runs, probes, collectives, energy, gpu_time, dcgm, slurm),
 )
