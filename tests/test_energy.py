@@ -5,10 +5,13 @@ that print what the real ones print."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetbench.energy import rapl, sampled, tegrastats
 from fleetbench.energy.meter import EnergyMeter, EnergyReading
@@ -216,3 +219,28 @@ def test_no_sampled_source_gives_each_reason_and_no_figure(tool_path: Path) -> N
     reading = metered(("tegrastats", "powermetrics"), 0.1)
     assert reading.joules is None and reading.watts is None
     assert reading.reasons == {"tegrastats": "tegrastats not on PATH", "powermetrics": "powermetrics not on PATH"}
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(
+    line=st.text(alphabet=st.sampled_from(list("VDD_IN POM_5V Combined Power (CPU + GPU + ANE): mW/0123456789.-e\n")),
+                 max_size=120),
+    files=st.dictionaries(st.sampled_from(["status", "power_now", "current_now", "voltage_now"]),
+                          st.text(max_size=30) | st.sampled_from(["Discharging", "Charging", "1e999", "-5", "nan", ""]),
+                          max_size=4),
+)  # fmt: skip
+def test_power_parsers_give_a_finite_figure_or_none(line: str, files: dict[str, str]) -> None:
+    for watts in (tegrastats.input_watts(line), sampled.powermetrics_watts(line)):
+        assert watts is None or (math.isfinite(watts) and watts >= 0)
+    watts, why = sampled.battery_watts(files)
+    assert (watts is None) != (why is None)
+    assert watts is None or (math.isfinite(watts) and watts >= 0)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["VDD_IN " + "9" * 5000 + "mW/1mW", "Combined Power (CPU + GPU + ANE): " + "9" * 400 + " mW",
+     "POM_5V_IN 12345678901/1"],
+)  # fmt: skip
+def test_a_number_no_tool_prints_is_no_reading(line: str) -> None:
+    assert tegrastats.input_watts(line) is None and sampled.powermetrics_watts(line) is None

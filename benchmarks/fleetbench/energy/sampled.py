@@ -12,6 +12,7 @@ samples span is kept beside it, so a short stretch with few samples says how lit
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -28,7 +29,7 @@ from fleetbench.energy.tegrastats import input_watts
 INTERVAL_S = 0.1
 POWER_SUPPLY = Path("/sys/class/power_supply")
 ADB_BATTERY = "/sys/class/power_supply/battery"
-PM_COMBINED = re.compile(r"^Combined Power \(CPU \+ GPU(?: \+ ANE)?\):\s*(\d+(?:\.\d+)?)\s*mW", re.MULTILINE)
+PM_COMBINED = re.compile(r"^Combined Power \(CPU \+ GPU(?: \+ ANE)?\):\s*(\d{1,9}(?:\.\d{1,6})?)\s*mW", re.MULTILINE)
 STREAMS: dict[str, list[str]] = {
     "tegrastats": ["tegrastats", "--interval", str(int(INTERVAL_S * 1000))],
     # without root it refuses ("must be invoked as the superuser"): the reason says so
@@ -44,7 +45,10 @@ def powermetrics_watts(line: str) -> float | None:
 
 
 def _sysfs_number(text: str) -> float:
-    return float(text.strip())
+    value = float(text.strip())
+    if not math.isfinite(value):
+        raise ValueError(text)
+    return value
 
 
 def battery_watts(files: dict[str, str]) -> tuple[float | None, str | None]:
@@ -57,12 +61,16 @@ def battery_watts(files: dict[str, str]) -> tuple[float | None, str | None]:
         return None, f"the battery is {status.lower()}: on external power its flow is not the system's draw"
     try:
         if "power_now" in files:
-            return abs(_sysfs_number(files["power_now"])) / 1e6, None
-        if "current_now" in files and "voltage_now" in files:
-            return abs(_sysfs_number(files["current_now"])) * _sysfs_number(files["voltage_now"]) / 1e12, None
+            watts = abs(_sysfs_number(files["power_now"])) / 1e6
+        elif "current_now" in files and "voltage_now" in files:
+            watts = abs(_sysfs_number(files["current_now"]) * _sysfs_number(files["voltage_now"])) / 1e12
+        else:
+            return None, "the battery has neither power_now nor current_now and voltage_now"
     except ValueError:
-        return None, "the battery's power_supply files hold no number"
-    return None, "the battery has neither power_now nor current_now and voltage_now"
+        return None, "the battery's power_supply files hold no finite number"
+    if not math.isfinite(watts):
+        return None, "the battery's power_supply files hold no finite number"
+    return watts, None
 
 
 def read_battery(root: Path = POWER_SUPPLY) -> tuple[float | None, str | None]:

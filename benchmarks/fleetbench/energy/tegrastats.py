@@ -8,7 +8,7 @@ import re
 import numpy as np
 from scipy.integrate import trapezoid
 
-INPUT_RAIL = re.compile(r"\b(?:VDD_IN|POM_5V_IN)\s+(\d+)(?:mW)?/(\d+)(?:mW)?")
+INPUT_RAIL = re.compile(r"\b(?:VDD_IN|POM_5V_IN)\s+(\d{1,9})(?:mW)?/(\d{1,9})(?:mW)?\b")
 
 
 def input_watts(line: str) -> float | None:
