@@ -15,7 +15,7 @@ import yaml
 from conftest import REPO
 from fleetbench.catalogue import CATALOGUE
 from fleetbench.dashboards.promql_names import metric_names
-from fleetbench.dashboards.registry import DCGM_METRICS
+from fleetbench.dashboards.registry import DCGM_METRICS, NODE_EXPORTER_METRICS
 from fleetbench.services.stack import LocalStack, alert_rules_text
 
 RULES = REPO / "benchmarks" / "fleetbench" / "services" / "alert_rules.yml"
@@ -60,7 +60,7 @@ def test_every_rule_has_a_firing_and_a_quiet_case() -> None:
 
 
 def test_rules_read_only_catalogue_dcgm_or_built_in_series() -> None:
-    known = EXPOSED | DCGM_METRICS | BUILT_IN
+    known = EXPOSED | DCGM_METRICS | NODE_EXPORTER_METRICS | BUILT_IN
     for rule in alert_rules():
         names = metric_names(str(rule["expr"]))
         assert names, rule["alert"]
@@ -87,6 +87,7 @@ PLANTED = [
     ('up{job=~"node|dcgm|slurm|pushgateway"}', 'up{job=~".+"}'),
     ("increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[15m])", "increase(DCGM_FI_DEV_ECC_SBE_VOL_TOTAL[15m])"),
     ("increase(fleetbench_train_ooms_total[10m]) > 0", "fleetbench_train_ooms_total > 0"),
+    ("node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes < 0.05", "node_memory_MemAvailable_bytes < 0.05"),
 ]
 
 

@@ -42,5 +42,8 @@ DCGM_METRICS = frozenset(
 # Series Prometheus makes itself: ALERTS (one per pending or firing alert of the rules).
 PROMETHEUS_METRICS = frozenset({"ALERTS"})
 
+# Series of node_exporter (the node_exporter role on every node) that the alert rules read.
+NODE_EXPORTER_METRICS = frozenset({"node_memory_MemAvailable_bytes", "node_memory_MemTotal_bytes"})
+
 # Series of the Slurm exporter (fleetbench/slurm/exporter.py, run by the slurm role beside slurmctld).
 SLURM_METRICS = frozenset(SLURM_EXPORTER_METRICS)
