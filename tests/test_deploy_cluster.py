@@ -85,6 +85,10 @@ def test_site_end_to_end_then_idempotent_then_a_dead_node(cluster: Path, local_c
     edge = read_records(collected / "node1")
     assert [r.benchmark for r in edge] == ["edge"] and edge[0].status == "ok"
     assert len(list(collected.glob("node[23]/fleetbench_train_rank[01].prom"))) == 2
+    # The collectives sweep ran first over the same two nodes, into the same run's folder.
+    sweep = [r for node in ("node2", "node3") for r in read_records(collected / node) if r.benchmark == "collectives"]
+    assert sorted(r.rank for r in sweep) == [0, 1] and all(r.status == "ok" for r in sweep)
+    assert max(r.start for r in sweep) < min(r.start for r in records)
 
     # A second run changes no configuration (jobs, which always act, are skipped by tag).
     rc, log, stats = deploy("site", cluster, tmp_path, "site-2", "--skip-tags", "fleetbench_job")

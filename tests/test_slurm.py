@@ -151,6 +151,11 @@ def test_a_two_node_job_completes_and_its_records_and_metrics_arrive(slurm_clust
     assert sorted(r.rank for r in records) == [0, 1] and {r.host for r in records} == {"node2", "node3"}
     assert all(r.status == "ok" for r in records)
     assert all(r.summary["final_loss"] < r.summary["first_loss"] for r in records), "the loss falls"
+    # The collectives sweep ran first, across the same two nodes (each node's first rank recorded it).
+    sweep = [r for r in read_records(run_dir) if r.benchmark == "collectives"]
+    assert sorted(r.rank for r in sweep) == [0, 1] and {r.host for r in sweep} == {"node2", "node3"}
+    assert all(r.status == "ok" and r.summary["ranks"] == 2 for r in sweep)
+    assert max(r.end for r in sweep) <= min(r.start for r in records)
     assert sorted(p.name for p in run_dir.glob("*.prom")) == [
         "fleetbench_train_rank0.prom",
         "fleetbench_train_rank1.prom",
@@ -194,7 +199,7 @@ def test_bad_submits_are_one_line_and_leave_nothing_queued(slurm_cluster: SlurmC
 
 
 def test_a_task_that_fails_on_one_node_is_reported_with_that_node_then_cancel(slurm_cluster: SlurmCluster) -> None:
-    job_id = submitted_id(slurm_cluster.cli("submit", "--steps", LONG, "--no-wait"))
+    job_id = submitted_id(slurm_cluster.cli("submit", "--steps", LONG, "--no-wait", "--no-collectives"))
     wait_until(lambda: log_has(slurm_cluster, job_id, "Step 2/"), 180, "the job's second step")
     slurm_cluster.client.containers.get(f"{slurm_cluster.namespace}-slurm-{job_id}-node3-r0").kill()
     result = slurm_cluster.cli("wait", str(job_id))
@@ -205,7 +210,7 @@ def test_a_task_that_fails_on_one_node_is_reported_with_that_node_then_cancel(sl
     assert "node2: Exited" not in out.split("---")[0], "node2 was only ended by Slurm after node3 failed"
     assert "--- node3 log (last lines) ---" in out and "--- batch script output (last lines) ---" in out
 
-    job_id = submitted_id(slurm_cluster.cli("submit", "--steps", LONG, "--no-wait"))
+    job_id = submitted_id(slurm_cluster.cli("submit", "--steps", LONG, "--no-wait", "--no-collectives"))
     wait_until(lambda: job_json(slurm_cluster, job_id)["state"] == "RUNNING", 120, "the job to run")
     result = slurm_cluster.cli("cancel", str(job_id), "--json", timeout=120)
     assert result.returncode == 0, result.stderr
@@ -223,7 +228,7 @@ def test_a_node_that_dies_fails_its_job_the_rest_runs_the_next_and_requeue_resum
 ) -> None:
     cluster = slurm_cluster
     # slurmd of node3 stops in the middle of a job: slurmctld ends the job as NODE_FAIL.
-    job_id = submitted_id(cluster.cli("submit", "--steps", LONG, "--no-wait"))
+    job_id = submitted_id(cluster.cli("submit", "--steps", LONG, "--no-wait", "--no-collectives"))
     wait_until(lambda: log_has(cluster, job_id, "Step 2/"), 180, "the job's second step")
     cluster.sh("node3", "fleetbench-slurm-service stop slurmd")
     result = cluster.cli("wait", str(job_id))
@@ -235,14 +240,16 @@ def test_a_node_that_dies_fails_its_job_the_rest_runs_the_next_and_requeue_resum
     refused = cluster.cli("submit", "--nodes", "2", timeout=120)
     assert refused.returncode == 2
     assert "only 1 of the 2 nodes of partition batch can take a job now (node3 down (not responding))" in refused.stderr
-    result = cluster.cli("submit", "--nodes", "1", "--steps", "3", "--json")
+    result = cluster.cli("submit", "--nodes", "1", "--steps", "3", "--json", "--no-collectives")
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads(result.stdout)["nodes"] == "node2"
     # node3 comes back. A requeueable job loses node3 after its first checkpoint (the trainer there
     # frozen, slurmd stopped: a node that hangs), is requeued, waits for node3 and resumes.
     cluster.sh("node3", "fleetbench-slurm-service start slurmd")
     wait_until(lambda: "idle node[2-3]" in " ".join(cluster.sh("node1", "sinfo").split()), 60, "node3 to return")
-    job_id = submitted_id(cluster.cli("submit", "--steps", "20", "--checkpoint-every", "5", "--requeue", "--no-wait"))
+    job_id = submitted_id(
+        cluster.cli("submit", "--steps", "20", "--checkpoint-every", "5", "--requeue", "--no-wait", "--no-collectives")
+    )
     wait_until(lambda: any(cluster.shared(job_id).glob("checkpoints/step_*/.metadata")), 180, "the first checkpoint")
     frozen = cluster.client.containers.get(f"{cluster.namespace}-slurm-{job_id}-node3-r0")
     frozen.pause()

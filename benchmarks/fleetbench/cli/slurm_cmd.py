@@ -41,6 +41,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     submit.add_argument(
         "--requeue", action="store_true", help="requeue after a node failure; resumes from the newest checkpoint"
     )
+    submit.add_argument(
+        "--no-collectives",
+        dest="collectives",
+        action="store_false",
+        help="skip the collectives sweep over the job's nodes that runs before training",
+    )
     submit.add_argument("--no-wait", action="store_true", help="print the job id and return")
     submit.add_argument("--timeout", type=_seconds, help="stop waiting after this many seconds (the job goes on)")
     submit.add_argument("--json", action="store_true", help="print the job as JSON on stdout at the end")
@@ -129,6 +135,7 @@ def handle_submit(args: argparse.Namespace, console: Console) -> int:
         cpus_per_task=args.cpus_per_task,
         checkpoint_every=args.checkpoint_every,
         requeue=args.requeue,
+        collectives=args.collectives,
     )
     request.validate()  # before the inventory is read: a bad option is refused at once
     _check_results_dir(args)

@@ -16,11 +16,12 @@ CHART = "busbw.png"
 
 
 def record_sweep(
-    config: FleetbenchConfig, context: RunContext, rows: list[Measurement], device: DeviceInfo
+    config: FleetbenchConfig, context: RunContext, rows: list[Measurement], device: DeviceInfo, rank: int = 0
 ) -> ResultRecord:
-    """Open rank 0's run, set every row's metrics, the headline (bus bandwidth at the largest size and time at
-    the smallest, per operation), and draw the chart into the run folder."""
-    with open_run(config, context, BENCHMARK, config.collectives, device.name, device.backend) as run:
+    """Open the run of `rank` (a node's first rank: each node keeps what its ranks timed), set every row's
+    metrics, the headline (bus bandwidth at the largest size and time at the smallest, per operation), and
+    draw the chart into the run folder."""
+    with open_run(config, context, BENCHMARK, config.collectives, device.name, device.backend, rank=rank) as run:
         for row in rows:
             labels = {"op": row.op, "size": str(row.size_bytes), "ranks": str(row.ranks)}
             run.metrics.set("fleetbench_collective_op_seconds", row.seconds, **labels)

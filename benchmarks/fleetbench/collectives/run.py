@@ -132,20 +132,22 @@ def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[Collectiv
 
 
 def result_of(context: RunContext) -> JobResult[CollectivesView]:
-    """Rank 0's record of this run and the view made from it (on node 0; other nodes have no record)."""
+    """This node's record of the run (its first rank's: rank 0 on the node that held it) and its view."""
     records = [r for r in read_records(context.run_dir) if r.benchmark == BENCHMARK] if context.run_dir.exists() else []
     if not records:
         raise UserError(
-            f"the collectives ranks finished but rank 0 wrote no record under {context.run_dir} (is rank 0 on another node?)"
+            f"the collectives ranks finished but this node's first rank wrote no record under {context.run_dir}"
         )
-    record = records[-1]
+    record = min(records, key=lambda r: (r.rank, -r.end.timestamp()))
     rows = [Measurement.from_dict(row) for row in record.summary["rows"]]
     chart = context.run_dir / record.summary["chart"] if record.summary.get("chart") else None
     return JobResult([record], CollectivesView(rows, record.summary["ranks"], record.backend, record.device, chart))
 
 
 def run_rank(config: FleetbenchConfig, context: RunContext) -> JobResult[CollectivesView]:
-    """One rank under torchrun: the whole sweep; rank 0 records it (the other ranks return no record)."""
+    """One rank under torchrun: the whole sweep; each node's first rank records what it timed (its global
+    rank in the record; a node without its record would have nothing to show or collect), the others return
+    no record."""
     import torch
     import torch.distributed as dist
 
@@ -166,7 +168,7 @@ def run_rank(config: FleetbenchConfig, context: RunContext) -> JobResult[Collect
         element = torch.empty((), dtype=dtype).element_size()
         settings = Settings(env.rank, env.world_size, device.torch_device, dtype, cfg.iters, cfg.warmup_iters)
         pairs = plan(list(cfg.ops), sweep(low, high, cfg.factor), element, env.world_size)
-        if env.rank != 0:
+        if env.local_rank != 0:
             for op, count in pairs:
                 timed(op, count, settings)
             return JobResult([], CollectivesView([], env.world_size, device.backend, device.name, None))
@@ -176,7 +178,7 @@ def run_rank(config: FleetbenchConfig, context: RunContext) -> JobResult[Collect
                 task.update(f"{op} {count * element} B")
                 rows.append(timed(op, count, settings))
                 task.advance()
-        record = record_sweep(config, context, rows, device)
+        record = record_sweep(config, context, rows, device, rank=env.rank)
         return JobResult([record], CollectivesView(rows, env.world_size, device.backend, device.name, None))
     finally:
         dist.destroy_process_group()

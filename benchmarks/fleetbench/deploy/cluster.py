@@ -115,6 +115,9 @@ def inventory(
                 "trainer_preset": "tiny",
                 "trainer_steps": 4,
                 "trainer_rdzv_port": ports["rdzv"],
+                "trainer_collectives_rdzv_port": ports["collectives_rdzv"],
+                # the sweep before training: its path end to end, at sizes gloo on this VM takes in seconds
+                "trainer_collectives_args": ["--ops", "all_reduce,all_gather", "--max-bytes", "4096", "--iters", "3"],
                 "trainer_gloo_ifname": "lo",
                 "trainer_pid_mode": "host",  # the nodes share this kernel and hostname
                 "trainer_memlock_unlimited": False,  # this VM's engine cannot raise its 8 MiB memlock limit
@@ -149,6 +152,8 @@ def slurm_inventory(base: dict[str, Any], nodes: list[Node], state_dir: Path, po
             "slurm_cred_expire": 15,  # a requeued job starts again after 15 s instead of 2 minutes
             "slurm_results_dir": str(shared_dir(state_dir) / "results"),
             "fleetbench_slurm_exporter_port": ports["slurm_exporter"],
+            "slurm_collectives_rdzv_port": ports["collectives_rdzv"],
+            "slurm_collectives_args": ["--ops", "all_reduce,all_gather", "--max-bytes", "4096", "--iters", "3"],
         }
     )
     group["children"]["slurm_controller"] = {"hosts": {nodes[0].name: {}}}
@@ -184,7 +189,7 @@ def _node_volumes(node_dir: Path, state_dir: Path, key: Path, slurm: bool) -> di
 
 
 def _ports(names: list[str], slurm: bool = False) -> dict[str, int]:
-    wanted = ["pushgateway", "prometheus", "rdzv", *(f"node_exporter_{n}" for n in names)]
+    wanted = ["pushgateway", "prometheus", "rdzv", "collectives_rdzv", *(f"node_exporter_{n}" for n in names)]
     if slurm:
         wanted += ["slurmctld", "slurm_exporter", *(f"slurmd_{n}" for n in names[1:])]
     ports: dict[str, int] = {}

@@ -41,6 +41,7 @@ class JobRequest:
     cpus_per_task: int | None = None
     checkpoint_every: int = 0
     requeue: bool = False
+    collectives: bool = True  # the collectives sweep over the job's nodes before training
 
     def validate(self) -> None:
         """Refuse what Slurm or the trainer would refuse later, in one line naming the option."""
@@ -80,7 +81,12 @@ class JobRequest:
 
     def settings(self) -> dict[str, str]:
         """The settings lines of the template this request fills in."""
-        return {"PRESET": self.preset, "STEPS": str(self.steps), "CHECKPOINT_EVERY": str(self.checkpoint_every)}
+        return {
+            "PRESET": self.preset,
+            "STEPS": str(self.steps),
+            "CHECKPOINT_EVERY": str(self.checkpoint_every),
+            "COLLECTIVES": "1" if self.collectives else "0",
+        }
 
 
 def render(template: str, request: JobRequest, results_dir: str) -> str:
