@@ -246,17 +246,23 @@ llm = Row(
             height=10,
         ),
         Panel(
-            "Load time: memory-mapped vs read-in",
+            "Load time, warm and cold: memory-mapped vs read-in",
             "bargauge",
             (
                 Query(
                     f"max by (runtime, dtype, mmap) ({sel('fleetbench_edge_llm_load_seconds')})",
-                    legend=LLM,
+                    legend=LLM + " warm",
+                    instant=True,
+                ),
+                Query(
+                    f"max by (runtime, dtype, mmap) ({sel('fleetbench_edge_llm_cold_load_seconds')})",
+                    legend=LLM + " cold",
                     instant=True,
                 ),
             ),
             unit_of("fleetbench_edge_llm_load_seconds"),
-            "The zero-copy claim as a number: loading the same file with mmap on and off",
+            "The zero-copy claim as a number: loading the same file with mmap on and off, its pages in the "
+            "page cache (warm) and dropped from it first (cold)",
             width=5,
             outside_demo=True,
             height=10,
@@ -297,6 +303,29 @@ llm = Row(
             width=4,
             outside_demo=True,
             height=10,
+        ),
+        Panel(
+            "Temperature and throttling around each runtime",
+            "table",
+            (
+                Query(
+                    f"max by (runtime, dtype, mmap, phase) ({sel('fleetbench_edge_llm_temperature_celsius')})",
+                    legend=LLM + " {{phase}}",
+                    instant=True,
+                ),
+                Query(
+                    f"max by (runtime, dtype, mmap) ({sel('fleetbench_edge_llm_throttled')})",
+                    legend=LLM + " throttled",
+                    instant=True,
+                ),
+            ),
+            "short",
+            "The hottest moving sensor just before and just after each runtime's worker (C), and 1 where a "
+            "throttle indicator was active: a runtime measured hot or throttled is no fair comparison",
+            width=24,
+            outside_demo=True,
+            sensor_only=True,
+            height=8,
         ),
     ),
 )
