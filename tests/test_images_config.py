@@ -252,3 +252,23 @@ def test_missing_engine_says_how_to_start_one(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert f"no Docker engine reachable at unix://{tmp_path}/no-engine.sock" in lines[0]
     assert "bash scripts/dockerd.sh" in lines[0] and "dockerd --bridge=none --iptables=false" in lines[0]
+
+
+def test_the_jobs_of_the_images_import_without_the_analysis_extras() -> None:
+    """The trainer image installs the core dependencies only (no [compare]): a job module that imports
+    scipy, statsmodels or ruptures at import time fails in every container at its first step."""
+    blocked = ("scipy", "statsmodels", "ruptures")
+    jobs = ("fleetbench.cli.main", "fleetbench.train.loop", "fleetbench.train.energy", "fleetbench.collectives.run",
+            "fleetbench.probe.run", "fleetbench.telemetry.session", "fleetbench.edge.run")  # fmt: skip
+    code = (
+        "import importlib, sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {blocked!r}:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (blocked: not in the image)')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"for name in {jobs!r}:\n"
+        "    importlib.import_module(name)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

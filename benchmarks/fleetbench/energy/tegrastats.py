@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-from scipy.integrate import trapezoid
-
 INPUT_RAIL = re.compile(r"\b(?:VDD_IN|POM_5V_IN)\s+(\d{1,9})(?:mW)?/(\d{1,9})(?:mW)?\b")
 
 
@@ -20,6 +17,10 @@ def input_watts(line: str) -> float | None:
 def joules(lines: list[str], interval_s: float) -> float | None:
     """Energy over consecutive tegrastats lines `interval_s` apart (its --interval): the trapezoid of the
     input power; None with fewer than two readings."""
+    # scipy is in the analysis extras, not in the trainer's image, which meters its steps through this package
+    import numpy as np
+    from scipy.integrate import trapezoid
+
     watts = [w for w in (input_watts(line) for line in lines) if w is not None]
     if len(watts) < 2:
         return None
