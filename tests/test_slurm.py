@@ -157,6 +157,8 @@ def test_a_two_node_job_completes_and_its_records_and_metrics_arrive(slurm_clust
     assert all(r.status == "ok" and r.summary["ranks"] == 2 for r in sweep)
     assert max(r.end for r in sweep) <= min(r.start for r in records)
     assert sorted(p.name for p in run_dir.glob("*.prom")) == [
+        "fleetbench_collectives_rank0.prom",
+        "fleetbench_collectives_rank1.prom",
         "fleetbench_train_rank0.prom",
         "fleetbench_train_rank1.prom",
     ]
