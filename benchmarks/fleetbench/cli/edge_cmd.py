@@ -140,7 +140,7 @@ LLM_FLAGS = (
     Flag(
         "--dtypes",
         "edge.llm.dtypes",
-        "f32,f16,q8_0 (default: all; q8_0 is llama.cpp's)",
+        "f32,f16,q8_0,q4_0,q4_k_m,int4 (default: all; q8_0/q4_0/q4_k_m are llama.cpp's, int4 MLX's)",
         example="f32,q8_0",
         metavar="LIST",
         convert=_listed,

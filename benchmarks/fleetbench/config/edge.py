@@ -47,7 +47,8 @@ EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
 
 LlmRuntime = Literal["llama.cpp", "mlx", "executorch"]
 LLM_RUNTIMES: tuple[str, ...] = get_args(LlmRuntime)
-LlmDtype = Literal["f32", "f16", "q8_0"]
+# q4_0, q4_k_m: llama.cpp's quantizer on the f32 GGUF; int4: MLX's 4-bit (mx.quantize, groups of 64)
+LlmDtype = Literal["f32", "f16", "q8_0", "q4_0", "q4_k_m", "int4"]
 
 
 class EdgeLlmConfig(StrictModel):
@@ -66,7 +67,10 @@ class EdgeLlmConfig(StrictModel):
         description="the edge LLM runtimes to run",
     )
     dtypes: list[LlmDtype] = Field(
-        default=["f32", "f16", "q8_0"], min_length=1, max_length=3, description="q8_0: llama.cpp; executorch: f32"
+        default=["f32", "f16", "q8_0", "q4_0", "q4_k_m", "int4"],
+        min_length=1,
+        max_length=6,
+        description="q8_0, q4_0, q4_k_m: llama.cpp; int4: MLX; executorch: f32",
     )
     mmap: list[bool] = Field(
         default=[True, False], min_length=1, max_length=2, description="memory-mapped and/or read-in weights"

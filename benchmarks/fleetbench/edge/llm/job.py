@@ -42,7 +42,11 @@ BENCHMARK = "edge-llm"
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 # What this host cannot run, said instead of faked.
 METAL_REASON = "needs macOS on Apple silicon (Metal); this host runs the CPU build"
-DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16"), "executorch": ("f32",)}
+DTYPES_OF = {
+    "llama.cpp": ("f32", "f16", "q8_0", "q4_0", "q4_k_m"),
+    "mlx": ("f32", "f16", "int4"),
+    "executorch": ("f32",),
+}
 WORKER_TIMEOUT_S = 1800
 # The timed decode path (prefill, then one token at a time through the key/value cache) is checked on
 # the prompt's last tokens, beside the full forward's logits (worker.decode_logits).
@@ -59,6 +63,7 @@ class LlmRow:
     dtype: str
     mmap: bool
     ok: bool = False
+    device: str = ""  # what ran it: llama.cpp "cpu", MLX "gpu" (Metal) or "cpu", ExecuTorch "cpu (xnnpack)"
     error: str | None = None
     load_s: float = float("nan")  # warm: the files in the page cache
     cold_load_s: float = float("nan")  # the files dropped from the page cache first (posix_fadvise)
@@ -148,16 +153,34 @@ def export_all(
             if runtime == "executorch":
                 exports[runtime, dtype] = _export_pte(model, cfg, folder)
             elif runtime == "llama.cpp":
-                from fleetbench.edge.llm.gguf_export import export_gguf
-
-                exports[runtime, dtype] = export_gguf(model, folder / f"model-{dtype}.gguf", dtype)
+                exports[runtime, dtype] = _export_gguf(model, folder, dtype)
             else:
                 from fleetbench.edge.llm.mlx_model import export_mlx
 
                 exports[runtime, dtype] = export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
-        if runtime != "executorch":
-            skipped.append((f"{runtime} Metal", METAL_REASON) if sys.platform != "darwin" else ("", ""))
+        if runtime == "llama.cpp" and sys.platform != "darwin":
+            skipped.append(("llama.cpp Metal", METAL_REASON))
+        elif runtime == "mlx" and sys.platform != "darwin":
+            skipped.append(("mlx Metal", METAL_REASON + " (MLX ran on the CPU)"))
+        elif runtime == "executorch":
+            from fleetbench.edge.llm.runtimes import executorch_delegates_not_run
+
+            skipped += [(f"executorch {delegate}", why) for delegate, why in executorch_delegates_not_run()]
     return exports, [s for s in skipped if s[0]]
+
+
+def _export_gguf(model: Any, folder: Path, dtype: str) -> Path:
+    """The GGUF of `dtype`: written by the suite (f32, f16, q8_0), or llama.cpp's quantizer run on the f32 one."""
+    from fleetbench.edge.llm.gguf_export import export_gguf
+    from fleetbench.edge.llm.gguf_quant import quantize_gguf
+
+    path = folder / f"model-{dtype}.gguf"
+    if dtype not in ("q4_0", "q4_k_m"):
+        return export_gguf(model, path, dtype)  # type: ignore[arg-type]
+    source = folder / "model-f32.gguf"
+    if not source.is_file():
+        export_gguf(model, source, "f32")
+    return quantize_gguf(source, path, dtype)  # type: ignore[arg-type]
 
 
 def context_tokens(cfg: EdgeLlmConfig) -> int:
@@ -198,15 +221,21 @@ class Reference:
     logits: np.ndarray
     greedy: list[int]
     quant_errors: dict[tuple[str, str], float]
+    wrong_exports: dict[tuple[str, str], str] = field(default_factory=dict)  # gguf_quant.WrongExport's line
 
 
 def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, cv_target: float) -> None:
     """The worker's output `out` on `row`: figures, stability, and agreement with eager's logits and greedy
     tokens within the tolerance derived from the export's own error."""
     reference, greedy = ref.logits, ref.greedy
+    wrong = ref.wrong_exports.get((row.runtime, row.dtype))
+    if wrong is not None:
+        row.ok, row.error = False, f"wrong export: {wrong}"
+        return
     quant_error = ref.quant_errors[row.runtime, row.dtype]
     row.quantisation_error, row.tolerance = quant_error, tolerance(quant_error)
     row.ok = bool(out.get("ok"))
+    row.device = str(out.get("device", ""))
     if not row.ok:
         row.error = str(out.get("error"))
         return
@@ -393,12 +422,9 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
             exports, skipped = export_all(model, cfg, folder / "llm")
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
-            quant_errors = {
-                (runtime, dtype): quantisation_error(model, prompt, reference[0], runtime, dtype)
-                for runtime, dtype in exports
-            }
+        quant_errors, wrong_exports = _quant_errors(model, prompt, reference[0], exports)
         watch = Watch.start(config.edge)
-        ref = Reference(reference[0], reference[1], quant_errors)
+        ref = Reference(reference[0], reference[1], quant_errors, wrong_exports)
         rows = _measure(cfg, exports, prompt, ref, context, watch)
         for row in rows:
             if row.ok:
@@ -431,6 +457,23 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     if failures:
         raise JobFailed("wrong or failed runtimes: " + "; ".join(failures), result)
     return result
+
+
+def _quant_errors(
+    model: Any, prompt: list[int], logits: np.ndarray, exports: dict[tuple[str, str], Path]
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], str]]:
+    """Per export, eager's logit error with the weights as it stores them; the exports whose file is not
+    the model's weights (gguf_quant.WrongExport), with why."""
+    from fleetbench.edge.llm.gguf_quant import WrongExport
+
+    errors: dict[tuple[str, str], float] = {}
+    wrong: dict[tuple[str, str], str] = {}
+    for (runtime, dtype), path in exports.items():
+        try:
+            errors[runtime, dtype] = quantisation_error(model, prompt, logits, runtime, dtype, path)
+        except WrongExport as exc:
+            wrong[runtime, dtype] = str(exc)
+    return errors, wrong
 
 
 def _refuse_nothing_measured(cfg: EdgeLlmConfig) -> None:

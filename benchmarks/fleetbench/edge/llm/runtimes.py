@@ -200,21 +200,58 @@ class ExecuTorchSession:
         """See Session."""
 
 
-def prepare(runtime: str) -> None:
-    """Import the runtime's modules, so a timed load is the model's load and not the import."""
+# ExecuTorch delegates beside XNNPACK: the backend name its runtime registers, and what running it needs.
+OTHER_DELEGATES = {
+    "Vulkan": ("VulkanBackend", "an ExecuTorch runtime built with the Vulkan delegate (EXECUTORCH_BUILD_VULKAN)"),
+    "CoreML": ("CoreMLBackend", "macOS or iOS on Apple hardware, with the CoreML delegate built in"),
+    "MPS": ("MPSBackend", "macOS on Apple silicon, with the MPS delegate built in"),
+}
+
+
+def executorch_delegates_not_run() -> list[tuple[str, str]]:
+    """(delegate, why) for each ExecuTorch delegate beside XNNPACK that `edge llm` does not run here."""
+    with native_stderr([]):
+        registered = list(
+            optional_module("executorch.extension.pybindings.portable_lib")._get_registered_backend_names()
+        )
+    out = []
+    for delegate, (backend, needs) in OTHER_DELEGATES.items():
+        if backend in registered:
+            why = f"this runtime has {backend}, but the LLM program is lowered to XNNPACK only"
+        else:
+            why = f"this runtime has no {backend} (it has {', '.join(registered) or 'none'}); needs {needs}"
+        out.append((delegate, why))
+    return out
+
+
+def mlx_device() -> str:
+    """Where MLX runs here: "gpu" (Metal, Apple silicon) where its GPU is available, else "cpu"."""
+    import mlx.core as mx
+
+    return "gpu" if mx.is_available(mx.gpu) else "cpu"
+
+
+def prepare(runtime: str) -> str:
+    """Import the runtime's modules, so a timed load is the model's load and not the import; the device
+    that will run it (the record's `device`): llama.cpp's CPU build "cpu", MLX "gpu" (Metal) where it
+    exists else "cpu", ExecuTorch "cpu (xnnpack)" (the delegate its program is lowered to)."""
     if runtime == "llama.cpp":
         import llama_cpp  # noqa: F401
-    elif runtime == "executorch":
+
+        return "cpu"
+    if runtime == "executorch":
         import torch  # noqa: F401
 
         with native_stderr([]):
             optional_module("executorch.runtime").Runtime.get()
-    else:
-        import mlx.core as mx
+        return "cpu (xnnpack)"
+    import mlx.core as mx
 
-        import fleetbench.edge.llm.mlx_model  # noqa: F401
+    import fleetbench.edge.llm.mlx_model  # noqa: F401
 
-        mx.set_default_device(mx.cpu)
+    device = mlx_device()
+    mx.set_default_device(mx.gpu if device == "gpu" else mx.cpu)
+    return device
 
 
 def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int) -> Session:

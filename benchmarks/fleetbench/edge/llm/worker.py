@@ -109,7 +109,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
     process = psutil.Process()
     rss_interpreter = process.memory_info().rss
-    prepare(spec["runtime"])  # imports outside the timed load
+    device = prepare(spec["runtime"])  # imports outside the timed load
     prompt: list[int] = spec["prompt"]
     gen = int(spec["gen_tokens"])
     path = Path(spec["path"])
@@ -151,6 +151,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         "cold_load_s": cold_load_s,
         "cold_load_page_cache_dropped": dropped,
         "load_kind": LOAD_KIND[spec["runtime"]],
+        "device": device,
         "rss_interpreter_bytes": rss_interpreter,
         "rss_imports_bytes": rss_before - rss_interpreter,
         "rss_after_load_bytes": rss_loaded,
