@@ -60,6 +60,7 @@ def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: 
         "runtime": runtime,
         "path": str(path),
         "mmap": mmap,
+        "kv_f32": path.name.endswith("f32.gguf"),
         "threads": 1,
         "context": max(64, len(prompt) + 16),
         "prompt": prompt,

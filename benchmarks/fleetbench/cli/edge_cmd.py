@@ -124,10 +124,26 @@ LLM_FLAGS = (
     Flag(
         "--checkpoint",
         "edge.llm.checkpoint",
-        "a trainer checkpoint (default: a fresh init)",
+        "a trainer checkpoint of any llama shape (default: a fresh init)",
         example="results/r1/checkpoints/step-2",
         type=Path,
         metavar="PATH",
+    ),
+    Flag(
+        "--hf",
+        "edge.llm.hf",
+        "a Hugging Face llama folder (config.json + *.safetensors), exported to every runtime",
+        example="models/TinyLlama",
+        type=Path,
+        metavar="DIR",
+    ),
+    Flag(
+        "--gguf",
+        "edge.llm.gguf",
+        "an existing llama GGUF, run by llama.cpp as it is (the other runtimes are left out)",
+        example="models/model-q4_k_m.gguf",
+        type=Path,
+        metavar="FILE",
     ),
     Flag(
         "--runtimes",

@@ -60,6 +60,10 @@ class EdgeLlmConfig(StrictModel):
     checkpoint: Path | None = Field(
         default=None, description="a trainer checkpoint (DCP step folder or state dict file); unset: a fresh init"
     )
+    hf: Path | None = Field(
+        default=None, description="a Hugging Face llama folder (config.json + *.safetensors), exported to every runtime"
+    )
+    gguf: Path | None = Field(default=None, description="an existing llama GGUF file, run by llama.cpp as it is")
     runtimes: list[LlmRuntime] = Field(
         default=["llama.cpp", "mlx", "executorch"],
         min_length=1,
@@ -94,6 +98,9 @@ class EdgeLlmConfig(StrictModel):
     def _bounds(self) -> EdgeLlmConfig:
         if self.min_tries > self.max_tries:
             raise ValueError(f"min_tries={self.min_tries} exceeds max_tries={self.max_tries}")
+        sources = [name for name in ("checkpoint", "hf", "gguf") if getattr(self, name) is not None]
+        if len(sources) > 1:
+            raise ValueError(f"{' and '.join(sources)} are both set; accepted: one model source at a time")
         return self
 
 

@@ -324,6 +324,7 @@ def _measure(
                 "runtime": runtime,
                 "path": str(exports[runtime, dtype]),
                 "mmap": mmap,
+                "kv_f32": dtype == "f32",  # a float32 file's check sees float32 arithmetic only
                 "threads": _threads(cfg),
                 "context": context_tokens(cfg),
                 "prompt": prompt,
@@ -400,13 +401,15 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     """Export, measure each runtime side by side, check agreement; a wrong export fails the run last."""
     import torch
 
-    from fleetbench.edge.llm.source import build_llama
     from fleetbench.train.decoder import param_counts
 
     cfg = config.edge.llm
-    _refuse_nothing_measured(cfg)
+    if cfg.gguf is not None:
+        cfg = _gguf_only(cfg)
+    else:
+        _refuse_nothing_measured(cfg)
     _require(cfg)
-    model = build_llama(cfg.preset, config.edge.seed, cfg.checkpoint)
+    model, name, gguf_dtype = _model(cfg, config.edge.seed)
     if cfg.prompt_tokens + cfg.gen_tokens > 8192:
         raise UserError(
             f"edge.llm.prompt_tokens + gen_tokens = {cfg.prompt_tokens + cfg.gen_tokens}; accepted: at most 8192"
@@ -419,10 +422,20 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         folder.mkdir(parents=True, exist_ok=True)
         with context.progress.task("edge llm", "eager reference and exports ..."):
             reference = eager_reference(model, prompt, cfg.agree_tokens)
-            exports, skipped = export_all(model, cfg, folder / "llm")
+            if cfg.gguf is not None and gguf_dtype is not None:
+                exports, skipped = {("llama.cpp", gguf_dtype): cfg.gguf}, gguf_left_out(config.edge.llm)
+            else:
+                exports, skipped = export_all(model, cfg, folder / "llm")
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
-        quant_errors, wrong_exports = _quant_errors(model, prompt, reference[0], exports)
+        if cfg.gguf is not None and gguf_dtype is not None:
+            from fleetbench.edge.llm.gguf_source import activation_proxy
+
+            proxy = activation_proxy(gguf_dtype, model.shape)
+            error = quantisation_error(model, prompt, reference[0], "llama.cpp", proxy)
+            quant_errors, wrong_exports = {("llama.cpp", gguf_dtype): error}, dict[tuple[str, str], str]()
+        else:
+            quant_errors, wrong_exports = _quant_errors(model, prompt, reference[0], exports)
         watch = Watch.start(config.edge)
         ref = Reference(reference[0], reference[1], quant_errors, wrong_exports)
         rows = _measure(cfg, exports, prompt, ref, context, watch)
@@ -431,7 +444,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
                 _record(bench, row)
         failures = _failures(rows)
         outcome = LlmOutcome(
-            cfg.preset,
+            name,
             param_counts(model.shape)[0],
             _threads(cfg),
             cfg.prompt_tokens,
@@ -457,6 +470,42 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     if failures:
         raise JobFailed("wrong or failed runtimes: " + "; ".join(failures), result)
     return result
+
+
+def _model(cfg: EdgeLlmConfig, seed: int) -> tuple[Any, str, str | None]:
+    """The model eager runs, its name for the view, and the dtype of a --gguf file (None otherwise)."""
+    if cfg.gguf is not None:
+        from fleetbench.edge.llm.gguf_source import load_gguf
+
+        model, dtype = load_gguf(cfg.gguf)
+        return model, cfg.gguf.name, dtype
+    if cfg.hf is not None:
+        from fleetbench.edge.llm.hf_source import load_hf
+
+        return load_hf(cfg.hf), cfg.hf.name, None
+    from fleetbench.edge.llm.source import build_llama
+
+    name = cfg.preset if cfg.checkpoint is None else f"{cfg.checkpoint.name} ({cfg.preset})"
+    return build_llama(cfg.preset, seed, cfg.checkpoint), name, None
+
+
+def _gguf_only(cfg: EdgeLlmConfig) -> EdgeLlmConfig:
+    """--gguf: llama.cpp alone runs the file; refused where the runtimes leave llama.cpp out."""
+    if "llama.cpp" not in cfg.runtimes:
+        raise UserError(
+            f"edge.llm.gguf is set but edge.llm.runtimes are {', '.join(cfg.runtimes)}; accepted: runtimes with "
+            "llama.cpp (the one runtime that runs a GGUF)"
+        )
+    return cfg.model_copy(update={"runtimes": ["llama.cpp"]})
+
+
+def gguf_left_out(cfg: EdgeLlmConfig) -> list[tuple[str, str]]:
+    """One line per runtime a --gguf run leaves out, with why."""
+    why = {
+        "mlx": "cannot run a GGUF (it runs its own safetensors export; --hf DIR exports a llama folder to it)",
+        "executorch": "cannot run a GGUF (it runs a .pte program; --hf DIR exports a llama folder to it)",
+    }
+    return [(runtime, why[runtime]) for runtime in cfg.runtimes if runtime in why]
 
 
 def _quant_errors(

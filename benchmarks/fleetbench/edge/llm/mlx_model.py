@@ -44,7 +44,7 @@ class Attention(nn.Module):  # type: ignore[misc]
         self.wk = nn.Linear(shape.dim, shape.n_kv_heads * shape.head_dim, bias=False)
         self.wv = nn.Linear(shape.dim, shape.n_kv_heads * shape.head_dim, bias=False)
         self.wo = nn.Linear(shape.heads * shape.head_dim, shape.dim, bias=False)
-        self._periods = mx.array(1.0 / rope_inverse_frequencies(shape.head_dim, shape.rope_theta))
+        self._periods = mx.array(1.0 / rope_inverse_frequencies(shape.head_dim, shape.rope_theta, shape.rope_scaling))
 
     def __call__(self, x: mx.array, cache: list[Any] | None) -> Any:
         """Attention over (batch, seq, dim) after the `cache`'s positions (appended to in place)."""

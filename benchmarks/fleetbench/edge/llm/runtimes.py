@@ -37,12 +37,17 @@ class Session(Protocol):
 
 
 class LlamaCppSession:
-    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes."""
+    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes.
 
-    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int) -> None:
-        from llama_cpp import Llama
+    `kv_f32`: the key/value cache in float32 (for a float32 file: its check then sees float32 arithmetic
+    only); otherwise llama.cpp's default f16 cache, which alone moved the logits of a model with sharp
+    attention by 9e-4 of their range (tests/test_edge_llm_models.py's Hugging Face folder)."""
+
+    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False) -> None:
+        from llama_cpp import GGML_TYPE_F16, GGML_TYPE_F32, Llama
 
         self._sink: list[str] = []
+        self._kv_type = GGML_TYPE_F32 if kv_f32 else GGML_TYPE_F16
         with native_stderr(self._sink):
             self.llm = Llama(
                 str(path),
@@ -54,6 +59,8 @@ class LlamaCppSession:
                 use_mmap=mmap,
                 logits_all=False,
                 verbose=False,
+                type_k=self._kv_type,
+                type_v=self._kv_type,
             )
         self.path, self.mmap, self.threads, self.context = path, mmap, threads, context
         import llama_cpp
@@ -104,6 +111,8 @@ class LlamaCppSession:
                 use_mmap=self.mmap,
                 logits_all=True,
                 verbose=False,
+                type_k=self._kv_type,
+                type_v=self._kv_type,
             )
         try:
             full.eval(tokens)
@@ -254,10 +263,12 @@ def prepare(runtime: str) -> str:
     return device
 
 
-def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int) -> Session:
-    """A session of `runtime` on the exported `path`."""
+def open_session(  # noqa: PLR0913 - the worker's spec, field by field
+    runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False
+) -> Session:
+    """A session of `runtime` on the exported `path` (`kv_f32`: llama.cpp's key/value cache in float32)."""
     if runtime == "llama.cpp":
-        return LlamaCppSession(path, mmap, threads, context, batch)
+        return LlamaCppSession(path, mmap, threads, context, batch, kv_f32)
     if runtime == "executorch":
         return ExecuTorchSession(path, mmap, threads)
     if runtime == "mlx":

@@ -118,7 +118,13 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     def load() -> tuple[Any, float]:
         start = time.perf_counter()
         opened = open_session(
-            spec["runtime"], path, bool(spec["mmap"]), int(spec["threads"]), spec["context"], len(prompt)
+            spec["runtime"],
+            path,
+            bool(spec["mmap"]),
+            int(spec["threads"]),
+            spec["context"],
+            len(prompt),
+            bool(spec.get("kv_f32", False)),
         )
         return opened, time.perf_counter() - start
 
