@@ -75,8 +75,10 @@ class HfLlamaConfig(BaseModel):
 def read_config(folder: Path) -> HfLlamaConfig:
     """config.json of `folder`, checked to be a llama the suite can compute; a UserError otherwise."""
     path = folder / "config.json"
+    if not folder.exists():
+        raise UserError(f"--hf {folder} not found; {ACCEPTED}")
     if not folder.is_dir():
-        raise UserError(f"--hf {folder}: not a folder; {ACCEPTED}")
+        raise UserError(f"--hf {folder} is a file, not a folder; {ACCEPTED}")
     if not path.is_file():
         raise UserError(f"--hf {folder} has no config.json; {ACCEPTED}")
     try:

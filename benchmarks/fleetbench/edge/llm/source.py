@@ -88,6 +88,8 @@ def _tensor_shapes(checkpoint: Path) -> dict[str, tuple[int, ...]]:
             for name, entry in entries.items()
             if name.startswith("model.") and hasattr(entry, "size")
         }
+    if not checkpoint.is_file():  # missing, or a FIFO or device (opening one could block): _load_file says which
+        return {}
     try:
         with checkpoint.open("rb") as handle:
             if file_kind(handle.read(SNIFF_BYTES), checkpoint.stat().st_size) is not None:
