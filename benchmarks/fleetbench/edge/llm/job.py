@@ -561,6 +561,10 @@ def _require(cfg: EdgeLlmConfig) -> None:
                 f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [{extra}] extra ({pip}){build}, "
                 f"or accepted without it: {', '.join(r for r in packages if r != runtime)}"
             )
+    if cfg.hf is not None and importlib.util.find_spec("safetensors") is None:
+        raise UserError(
+            "edge.llm.hf is set but safetensors is not installed; install the [llm] extra (safetensors==0.8.0)"
+        )
     if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
         raise UserError(
             "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [llm] extra (gguf==0.19.0)"
