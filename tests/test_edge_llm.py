@@ -200,8 +200,15 @@ def test_checkpoint_weights_load_from_dcp_and_state_dict(tmp_path: Path) -> None
             assert torch.equal(loaded.state_dict()[name], tensor), (source, name)
     with pytest.raises(UserError, match=r"has no \.metadata"):
         build_llama("llama3-debug", seed=0, checkpoint=tmp_path)
+    # the shape is the checkpoint's, not the preset's: a 2-layer request still loads all 6 trained layers
+    assert (
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2}).shape.layers == 6
+    )
+    state = trained.state_dict()
+    state["layers.1.feed_forward.w2.weight"] = torch.zeros(3, 3)  # a tensor no llama of this shape has
+    torch.save(state, tmp_path / "bad.pt")
     with pytest.raises(UserError, match="does not fit the llama model"):
-        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2})
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "bad.pt")
 
 
 @pytest.mark.skipif(
