@@ -238,3 +238,57 @@ def _write_train_record(run: Path, overrides: dict[str, int]) -> None:
         config={"preset": "llama3-debug", "model": "llama", **overrides},
     )  # fmt: skip
     (run / "records.jsonl").write_text(record.model_dump_json() + "\n")
+
+
+@needs_llama_cpp
+def test_gguf_agreement_catches_a_reader_that_misplaces_a_weight(tmp_path: Path) -> None:
+    """--gguf's verdict can be caught wrong: eager on the file's weights agrees with llama.cpp within the
+    derived tolerance, and the same check refuses eager with two embedding rows swapped (a reader bug)."""
+    from fleetbench.edge.llm.gguf_source import activation_block, activation_rounding_error, load_gguf
+    from fleetbench.edge.llm.hf_source import load_hf
+    from fleetbench.edge.llm.job import LlmRow, Reference, _export_gguf, _fill, eager_reference
+    from test_edge_llm import _measure
+
+    path = _export_gguf(load_hf(write_hf(tmp_path / "hf", HF_CONFIG, hf_weights(HF_CONFIG))), tmp_path / "g", "q8_0")
+    model, dtype = load_gguf(path)
+    assert dtype == "q8_0" and activation_block(dtype) == 32
+    prompt = torch.randint(0, 512, (24,), generator=torch.Generator().manual_seed(3)).tolist()
+    out = _measure("llama.cpp", path, True, prompt, tmp_path)
+    for swapped in (False, True):
+        if swapped:
+            with torch.no_grad():
+                rows = model.tok_embeddings.weight
+                rows[[prompt[0], prompt[1]]] = rows[[prompt[1], prompt[0]]]
+        reference = eager_reference(model, prompt, 6)
+        own = activation_rounding_error(model, prompt, reference[0], dtype)
+        assert own > 0
+        row = LlmRow("llama.cpp", dtype, True)
+        _fill(row, out, Reference(*reference, {("llama.cpp", dtype): own}), tmp_path / "logits.npy", 1.0)
+        assert row.ok and row.agrees != swapped, (swapped, row.logit_error, row.tolerance)
+
+
+@needs_mlx
+def test_mlx_runs_on_the_device_its_row_names() -> None:
+    """MLX is no longer pinned to the CPU: the worker's default device is the one the record names."""
+    import mlx.core as mx
+
+    from fleetbench.edge.llm.runtimes import prepare
+
+    device = prepare("mlx")
+    assert device == ("gpu" if mx.is_available(mx.gpu) else "cpu")
+    assert mx.default_device() == (mx.gpu if device == "gpu" else mx.cpu)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("executorch") is None, reason="executorch not installed: 'fleetbench[mobile]'"
+)
+def test_executorch_names_each_delegate_it_does_not_run_and_why() -> None:
+    from executorch.extension.pybindings.portable_lib import _get_registered_backend_names
+
+    from fleetbench.edge.llm.runtimes import executorch_delegates_not_run
+
+    registered = set(_get_registered_backend_names())
+    lines = dict(executorch_delegates_not_run())
+    assert set(lines) == {"Vulkan", "CoreML", "MPS"} and "XnnpackBackend" in registered
+    for delegate, backend in (("Vulkan", "VulkanBackend"), ("CoreML", "CoreMLBackend"), ("MPS", "MPSBackend")):
+        assert (f"this runtime has no {backend}" in lines[delegate]) == (backend not in registered)

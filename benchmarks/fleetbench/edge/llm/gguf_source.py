@@ -9,10 +9,12 @@ equal to Llama 3's default scaling is that scaling; any other is refused. A file
 `output.weight` ties the output head to the embedding, as llama.cpp does.
 
 Tolerance: the weights need no rounding (eager has the file's values), but llama.cpp's CPU matrix
-products round the activations (to q8_0/q8_K blocks for quantized weights, to f16 for f16 weights);
-that rounding is bounded by q8_0's, so the tolerance is derived from eager's logit error with the
-file's weights passed once more through q8_0 (f16 where a row is not a multiple of 32), as the
-suite's own exports derive theirs; a float32 file keeps the float32 tolerance.
+products round their inputs, the activations: to q8_0 blocks (32 values, one scale) for weights of
+32-value block types, to q8_K blocks (256 values) for k-quants, to f16 for f16 weights. Eager runs once
+more with every linear layer's input rounded so (`activation_rounding_error`), and the tolerance is
+MARGIN times that logit error, as the suite's own exports derive theirs from their weights' rounding;
+a float32 file keeps the float32 tolerance. (Rounding the file's weights once more would measure
+nothing: a dequantized q8_0 block quantizes back to itself.)
 """
 
 from __future__ import annotations
@@ -125,8 +127,46 @@ def load_gguf(path: Path) -> tuple[Llama, str]:
     return model.eval(), file_type_name(reader)
 
 
-def activation_proxy(dtype: str, shape: ModelShape) -> str:
-    """The rounding whose weight error stands in for llama.cpp's activation rounding on a file of `dtype`."""
+def activation_block(dtype: str) -> int | None:
+    """The block llama.cpp's CPU path quantizes a matrix product's activations to for weights of `dtype`:
+    256 (q8_K) for k-quants, 32 (q8_0) for the other quantized types; 0 for f16 (rounded to f16); None for f32."""
     if dtype == "f32":
-        return "f32"
-    return "q8_0" if shape.dim % 32 == 0 and shape.ffn_dim % 32 == 0 else "f16"
+        return None
+    if dtype in ("f16", "bf16"):
+        return 0
+    return 256 if "_k" in dtype else 32
+
+
+def round_activations(x: torch.Tensor, block: int) -> torch.Tensor:
+    """`x` as llama.cpp hands it to a matrix product: f16 (block 0), or int8 blocks of `block` values with
+    one scale each (max |x| / 127, as ggml's quantize_row_q8_0 / q8_K); float32 again."""
+    if block == 0:
+        return x.half().float()
+    width = x.shape[-1]
+    if width % block:
+        return x
+    blocks = x.float().reshape(-1, block)
+    scale = blocks.abs().amax(dim=1, keepdim=True) / 127.0
+    safe = torch.where(scale == 0, torch.ones_like(scale), scale)
+    return (torch.round(blocks / safe).clamp(-127, 127) * scale).reshape(x.shape).to(x.dtype)
+
+
+def activation_rounding_error(model: Llama, prompt: list[int], reference: np.ndarray, dtype: str) -> float:
+    """The logit error of eager with every linear layer's input rounded as llama.cpp rounds it for `dtype`."""
+    from fleetbench.edge.llm.tolerance import logit_error
+
+    block = activation_block(dtype)
+    if block is None:
+        return 0.0
+
+    def hook(_module: torch.nn.Module, inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
+        return (round_activations(inputs[0], block), *inputs[1:])
+
+    handles = [m.register_forward_pre_hook(hook) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt]))[0].float().numpy()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return logit_error(logits, reference)

@@ -436,10 +436,9 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
         if cfg.gguf is not None and gguf_dtype is not None:
-            from fleetbench.edge.llm.gguf_source import activation_proxy
+            from fleetbench.edge.llm.gguf_source import activation_rounding_error
 
-            proxy = activation_proxy(gguf_dtype, model.shape)
-            error = quantisation_error(model, prompt, reference[0], "llama.cpp", proxy)
+            error = activation_rounding_error(model, prompt, reference[0], gguf_dtype)
             quant_errors, wrong_exports = {("llama.cpp", gguf_dtype): error}, dict[tuple[str, str], str]()
         else:
             quant_errors, wrong_exports = _quant_errors(model, prompt, reference[0], exports)
