@@ -80,3 +80,16 @@ def test_a_wrong_export_fails_its_row_with_the_file_check_line(tmp_path: Path) -
     row = LlmRow("llama.cpp", "q4_0", True)
     _fill(row, {"ok": True}, ref, tmp_path / "logits.npy", 1.0)
     assert not row.ok and not row.agrees and row.error == "wrong export: model-q4_0.gguf: blk.0 is off"
+
+
+def test_q4_k_m_of_a_model_narrower_than_256_falls_back_per_tensor(tmp_path: Path) -> None:
+    """Width 128 and MLP 384: no row is a multiple of QK_K (256), so llama.cpp stores no k-quant at all and
+    falls back per tensor to 32-value block types; the file check accepts them (finer than Q4_0)."""
+    from fleetbench.edge.llm.gguf_quant import stored_weights
+    from fleetbench.edge.llm.job import _export_gguf
+
+    model = build_llama("llama3-debug", seed=2, overrides={"layers": 1, "dim": 128, "heads": 8, "ffn_dim": 384})
+    _weights, types = stored_weights(_export_gguf(model, tmp_path, "q4_k_m"), _state(model))
+    matrices = {name: kind for name, kind in types.items() if not name.endswith("norm.weight")}
+    assert not any(kind.endswith("_K") for kind in matrices.values()), matrices
+    assert set(matrices.values()) <= {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"}, matrices
