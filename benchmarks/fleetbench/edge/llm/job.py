@@ -1,15 +1,18 @@
-"""`fleetbench edge llm`: the llama-family model exported once and run by each edge LLM runtime, side by side.
+"""`fleetbench edge llm`: a llama-family model exported once and run by each edge LLM runtime, side by side.
 
-Model (fresh init of a preset, or a checkpoint) -> eager PyTorch reference (prompt logits, greedy
-tokens) -> one export per runtime and dtype (GGUF for llama.cpp, safetensors for MLX, a .pte with a
-key/value cache for ExecuTorch) -> per runtime,
-dtype and load mode a worker process (worker.py) inside the device-farm discipline (cooldown and
-thermal reading around it, tries until the CV target) -> agreement with eager, metrics, the record,
+Model (fresh init of a preset, a trainer checkpoint of any llama shape, a Hugging Face llama folder
+with --hf, or an existing GGUF with --gguf, which llama.cpp alone runs) -> eager PyTorch reference
+(prompt logits, greedy tokens) -> one export per runtime and dtype (GGUF for llama.cpp, its 4-bit
+types by llama.cpp's own quantizer; safetensors for MLX, int4 packed by mx.quantize; a .pte with a
+key/value cache for ExecuTorch) -> per runtime, dtype and load mode a worker process (worker.py)
+inside the device-farm discipline (cooldown and thermal reading around it, tries until the CV
+target) -> agreement with eager, metrics, the record (each row with the device that ran it),
 llm_results.json and a PNG. A runtime whose logits leave the dtype's tolerance, or whose f32 greedy
 tokens differ from eager's, fails the run (exit 1) after everything was written.
 
-Tolerance: max |logit - eager| / max |eager logit| over the prompt is at most 1e-4 for f32, 1e-2 for
-f16 and 5e-2 for q8_0 (measured on llama3-debug: 1.5e-5, 4e-4 to 8e-4, 1.1e-2).
+Tolerance: derived per export from eager's logit error with the weights as that export stores them
+(fleetbench.edge.llm.tolerance), twice it, never under 1e-4; for --gguf from llama.cpp's rounding of
+the activations (fleetbench.edge.llm.gguf_source).
 """
 
 from __future__ import annotations
