@@ -58,6 +58,29 @@ def test_syntax_check(playbook: str) -> None:
     assert f"playbook: {playbook}.yml" in result.stdout
 
 
+def test_the_edge_playbook_runs_edge_llm_after_edge_run_and_brings_the_records_home() -> None:
+    """Both device roles run `edge llm` after `edge run` (one run id), then the collect role fetches the run."""
+    result = subprocess.run(
+        [str(VENV_BIN / "ansible-playbook"), "--list-tasks", "-i", "inventories/example", "edge.yml"],
+        cwd=DEPLOY,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ANSIBLE_CONFIG": str(DEPLOY / "ansible.cfg")},
+    )
+    assert result.returncode == 0, result.stderr
+    tasks = [line.strip().split("\t")[0] for line in result.stdout.splitlines() if ": " in line and "TAGS" in line]
+    for role in ("edge_vulkan", "edge_metal"):
+        mine = [task for task in tasks if task.startswith(role + " :")]
+        assert mine.index(f"{role} : Run the edge kernels" + (" on Metal" if role == "edge_metal" else "")) < mine.index(
+            f"{role} : Run the edge LLM runtimes side by side" + (" (MLX on Metal, llama.cpp, ExecuTorch)" if role == "edge_metal" else "") + " into the same run"
+        )  # fmt: skip
+    assert tasks[-1] == "collect : Fetch them to the controller"
+    metal = (DEPLOY / "roles" / "edge_metal" / "defaults" / "main.yml").read_text()
+    extras = set(__import__("tomllib").loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    assert "edge_metal_extras: [llm, mobile]" in metal and {"llm", "mobile"} <= extras
+
+
 def test_requirements_pin_every_collection_the_roles_use() -> None:
     import yaml
 

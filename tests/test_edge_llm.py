@@ -47,9 +47,9 @@ def _export(runtime: str, model: torch.nn.Module, dtype: str, folder: Path) -> P
         folder.mkdir(parents=True, exist_ok=True)
         return _export_pte(model, EdgeLlmConfig(prompt_tokens=24), folder)
     if runtime == "llama.cpp":
-        from fleetbench.edge.llm.gguf_export import export_gguf
+        from fleetbench.edge.llm.job import _export_gguf
 
-        return export_gguf(model, folder / f"m-{dtype}.gguf", dtype)  # type: ignore[arg-type]
+        return _export_gguf(model, folder, dtype)
     from fleetbench.edge.llm.mlx_model import export_mlx
 
     return export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
@@ -60,6 +60,7 @@ def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: 
         "runtime": runtime,
         "path": str(path),
         "mmap": mmap,
+        "kv_f32": path.name.endswith("f32.gguf"),
         "threads": 1,
         "context": max(64, len(prompt) + 16),
         "prompt": prompt,
@@ -80,8 +81,11 @@ def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: 
     [
         pytest.param("llama.cpp", "f32", marks=needs_llama_cpp),
         pytest.param("llama.cpp", "q8_0", marks=needs_llama_cpp),
+        pytest.param("llama.cpp", "q4_0", marks=needs_llama_cpp),
+        pytest.param("llama.cpp", "q4_k_m", marks=needs_llama_cpp),
         pytest.param("mlx", "f32", marks=needs_mlx),
         pytest.param("mlx", "f16", marks=needs_mlx),
+        pytest.param("mlx", "int4", marks=needs_mlx),
         # torch.export + XNNPACK lowering: a minute or two on 2 cores
         pytest.param("executorch", "f32", marks=[needs_executorch, pytest.mark.slow]),
     ],
@@ -90,8 +94,8 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
     model = build_llama("llama3-debug", seed=2, overrides=SMALL)
     prompt = torch.randint(0, 2048, (24,), generator=torch.Generator().manual_seed(0)).tolist()
     reference = eager_reference(model, prompt, 6)
-    own = quantisation_error(model, prompt, reference[0], runtime, dtype)
     path = _export(runtime, model, dtype, tmp_path)
+    own = quantisation_error(model, prompt, reference[0], runtime, dtype, path)
     for mmap in (True, False):  # both load modes measured
         out = _measure(runtime, path, mmap, prompt, tmp_path)
         row = LlmRow(runtime, dtype, mmap)
@@ -104,6 +108,7 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
         assert row.cold_load_s > 0 and row.cold_load_page_cache_dropped
         assert 0 < row.rss_model_bytes < row.rss_after_load_bytes and row.rss_imports_bytes > 0
         assert row.load_kind.startswith("lazy") == (runtime == "mlx")
+        assert row.device == {"llama.cpp": "cpu", "mlx": "cpu", "executorch": "cpu (xnnpack)"}[runtime]
         assert row.pp["p50"] > 0 and row.ttft["p50"] > 0
         assert row.tg["p50"] > 0
     if dtype == "f32":
@@ -195,8 +200,15 @@ def test_checkpoint_weights_load_from_dcp_and_state_dict(tmp_path: Path) -> None
             assert torch.equal(loaded.state_dict()[name], tensor), (source, name)
     with pytest.raises(UserError, match=r"has no \.metadata"):
         build_llama("llama3-debug", seed=0, checkpoint=tmp_path)
+    # the shape is the checkpoint's, not the preset's: a 2-layer request still loads all 6 trained layers
+    assert (
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2}).shape.layers == 6
+    )
+    state = trained.state_dict()
+    state["layers.1.feed_forward.w2.weight"] = torch.zeros(3, 3)  # a tensor no llama of this shape has
+    torch.save(state, tmp_path / "bad.pt")
     with pytest.raises(UserError, match="does not fit the llama model"):
-        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "model.pt", overrides={"layers": 2})
+        build_llama("llama3-debug", seed=0, checkpoint=tmp_path / "bad.pt")
 
 
 @pytest.mark.skipif(

@@ -48,6 +48,8 @@ PATH_ARGS: list[tuple[str, tuple[str, ...], str, tuple[str, ...]]] = [
     ("edge-run-pte", ("edge", "run", "--pte"), "--pte", ()),
     ("edge-export-out-dir", ("edge", "export", "--out-dir"), "--out-dir", ()),
     ("edge-llm-checkpoint", ("edge", "llm", "--checkpoint"), "--checkpoint", ()),
+    ("edge-llm-hf", ("edge", "llm", "--hf"), "--hf", ()),
+    ("edge-llm-gguf", ("edge", "llm", "--gguf"), "--gguf", ()),
     ("edge-llm-results-dir", ("edge", "llm", "--results-dir"), "--results-dir", ()),
     ("trace-summarize", ("trace", "summarize"), "PATH", ()),
     ("report-results-dir", ("report", "--results-dir"), "--results-dir", ()),

@@ -90,8 +90,18 @@ def _poisoned(value: float) -> Callable[[], object]:
     return make
 
 
-def _wrong_width() -> object:
-    return _model_state(dim=128)
+def _inconsistent() -> object:
+    """The model's state dict with one matrix of a shape no llama of its width has."""
+    import torch
+
+    state = _model_state()
+    state["layers.0.attention.wq.weight"] = torch.zeros(100, 256)
+    return state
+
+
+def _wrong_heads() -> object:
+    """A width of 200: no split into llama3-debug's 16 heads, and no saved config to say otherwise."""
+    return _model_state(dim=200, heads=10)
 
 
 def _other_model() -> object:
@@ -106,17 +116,18 @@ def _a_list() -> object:
     return [torch.zeros(2)]
 
 
-def _dcp(folder: str, damage: Callable[[Path], None] | None, label: str, **overrides: int) -> Callable[[Path], None]:
-    """A DCP step folder of the model (of another width with `overrides`), then `damage`d."""
+def _dcp(
+    folder: str, damage: Callable[[Path], None] | None, label: str, state: Callable[[], object] | None = None
+) -> Callable[[Path], None]:
+    """A DCP step folder of the model (or of `state`), then `damage`d."""
 
     def prepare(tmp: Path) -> None:
         from torch.distributed.checkpoint import state_dict_saver
         from torch.distributed.checkpoint.filesystem import FileSystemWriter
 
         path = tmp / folder
-        state_dict_saver.save(
-            {"model": _model_state(**overrides)}, storage_writer=FileSystemWriter(str(path)), no_dist=True
-        )
+        model = _model_state() if state is None else state()
+        state_dict_saver.save({"model": model}, storage_writer=FileSystemWriter(str(path)), no_dist=True)
         if damage is not None:
             damage(path)
 
@@ -161,8 +172,11 @@ CHECKPOINTS = [
              prepare=_edited("c.pt", lambda data: data[: len(data) // 2], "half")),
     BadInput("ckpt-zip-flipped", llm("--checkpoint", "c.pt"), "c.pt is damaged", prepare=_edited("c.pt", _flip_tail, "tail flipped")),
     BadInput("ckpt-zip-head-only", llm("--checkpoint", "c.pt"), "c.pt is damaged", files={"c.pt": b"PK\x03\x04" + bytes(60)}),
-    BadInput("ckpt-other-width", llm("--checkpoint", "c.pt"), "c.pt does not fit the llama model (RuntimeError",
-             prepare=_saved("c.pt", _wrong_width)),
+    BadInput("ckpt-inconsistent-shapes", llm("--checkpoint", "c.pt"), "c.pt does not fit the llama model (RuntimeError",
+             prepare=_saved("c.pt", _inconsistent)),
+    BadInput("ckpt-heads-unknown", llm("--checkpoint", "c.pt"),
+             "do not split into the preset's 16 heads, and no saved config beside it says its heads",
+             prepare=_saved("c.pt", _wrong_heads)),
     BadInput("ckpt-other-model", llm("--checkpoint", "c.pt"), "c.pt does not fit the llama model (RuntimeError",
              prepare=_saved("c.pt", _other_model)),
     BadInput("ckpt-a-list", llm("--checkpoint", "c.pt"), "c.pt holds a list, not a state dict of tensors",
@@ -182,10 +196,85 @@ CHECKPOINTS = [
              prepare=_dcp("step", lambda p: [s.unlink() for s in _shards(p)] and None, "shards removed")),
     BadInput("ckpt-dcp-cut-shard", llm("--checkpoint", "step"), "step is damaged or does not fit the llama model",
              prepare=_dcp("step", _cut_shard, "shard cut")),
-    BadInput("ckpt-dcp-other-width", llm("--checkpoint", "step"), "step is damaged or does not fit the llama model",
-             prepare=_dcp("step", None, "dim 128", dim=128)),
+    # DCP's CheckpointException (a BaseException) around the size mismatch: still one line
+    BadInput("ckpt-dcp-inconsistent-shapes", llm("--checkpoint", "step"), "step is damaged or does not fit the llama model",
+             prepare=_dcp("step", None, "wq 100x256", _inconsistent)),
     BadInput("ckpt-fifo", llm("--checkpoint", "c.pt"), "is not a regular file", prepare=lambda tmp: os.mkfifo(tmp / "c.pt")),
     BadInput("ckpt-missing", llm("--checkpoint", "none.pt"), "checkpoint none.pt not found"),
+]  # fmt: skip
+
+# --- --hf and --gguf: Hugging Face folders and GGUF files that are not a llama the suite can run -------------
+HF = {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
+      "intermediate_size": 512, "vocab_size": 512}  # fmt: skip
+HF_ACCEPTED = "accepted: a Hugging Face LlamaForCausalLM folder (config.json and *.safetensors)"
+
+
+def hf_config(**changes: object) -> str:
+    return json.dumps({k: v for k, v in {**HF, **changes}.items() if v is not None})
+
+
+def _hf_weights(dim: int) -> Callable[[Path], None]:
+    """hf/: config.json of HF's shape and one safetensors file of a model `dim` wide."""
+
+    def prepare(tmp: Path) -> None:
+        import torch
+        from safetensors.torch import save_file
+
+        save_file({"model.embed_tokens.weight": torch.zeros(512, dim)}, str(tmp / "hf" / "model.safetensors"))
+
+    prepare.__name__ = f"hf_weights(dim={dim})"
+    return prepare
+
+
+def _gguf_of(arch: str) -> Callable[[Path], None]:
+    """m.gguf: a valid GGUF of architecture `arch` (one tensor)."""
+
+    def prepare(tmp: Path) -> None:
+        import gguf
+        import numpy as np
+
+        writer = gguf.GGUFWriter(str(tmp / "m.gguf"), arch)
+        writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+        writer.write_header_to_file()
+        writer.write_kv_data_to_file()
+        writer.write_tensors_to_file()
+        writer.close()
+
+    prepare.__name__ = f"gguf_of({arch})"
+    return prepare
+
+
+MODELS = [
+    BadInput("hf-missing", llm("--hf", "none"), f"--hf none not found; {HF_ACCEPTED}"),
+    BadInput("hf-a-file", llm("--hf", "c.json"), "--hf c.json is a file, not a folder", files={"c.json": "{}"}),
+    BadInput("hf-no-config", llm("--hf", "hf"), "--hf hf has no config.json", files={"hf/model.safetensors": SAFETENSORS}),
+    BadInput("hf-config-not-json", llm("--hf", "hf"), "config.json cannot be read as JSON", files={"hf/config.json": "{"}),
+    BadInput("hf-config-no-width", llm("--hf", "hf"), "config.json: hidden_size: Field required",
+             files={"hf/config.json": hf_config(hidden_size=None)}),
+    BadInput("hf-architecture-gpt2", llm("--hf", "hf"), "architecture GPT2LMHeadModel is not a llama",
+             files={"hf/config.json": hf_config(architectures=["GPT2LMHeadModel"])}),
+    BadInput("hf-rope-yarn", llm("--hf", "hf"), "rope_scaling type 'yarn'; accepted: none, default or llama3",
+             files={"hf/config.json": hf_config(rope_scaling={"rope_type": "yarn", "factor": 4.0})}),
+    BadInput("hf-head-dim", llm("--hf", "hf"), "head_dim 32 with hidden_size 256 and 4 heads",
+             files={"hf/config.json": hf_config(head_dim=32)}),
+    BadInput("hf-biases", llm("--hf", "hf"), "accepted: silu without biases",
+             files={"hf/config.json": hf_config(attention_bias=True)}),
+    BadInput("hf-no-weights", llm("--hf", "hf"), "--hf hf has no *.safetensors file", files={"hf/config.json": hf_config()}),
+    BadInput("hf-weights-not-safetensors", llm("--hf", "hf"), "model.safetensors is not a readable safetensors file",
+             files={"hf/config.json": hf_config(), "hf/model.safetensors": b"not safetensors at all"}),
+    BadInput("hf-wrong-shapes", llm("--hf", "hf"), "the weights do not fit its config.json",
+             files={"hf/config.json": hf_config()}, prepare=_hf_weights(128)),
+    BadInput("gguf-missing", llm("--gguf", "none.gguf"), "--gguf none.gguf not found"),
+    BadInput("gguf-not-a-gguf", llm("--gguf", "m.gguf"), "--gguf m.gguf: not a GGUF file (it begins b'mode'",
+             files={"m.gguf": "model: llama\n"}),
+    BadInput("gguf-header-only", llm("--gguf", "m.gguf"), "--gguf m.gguf is damaged", files={"m.gguf": GGUF_HEAD[:12]}),
+    BadInput("gguf-architecture-gpt2", llm("--gguf", "m.gguf"), "--gguf m.gguf: architecture 'gpt2'",
+             prepare=_gguf_of("gpt2")),
+    BadInput("gguf-and-checkpoint", llm("--gguf", "m.gguf", "--checkpoint", "c.pt"),
+             "checkpoint and gguf are both set; accepted: one model source at a time"),
+    BadInput("gguf-without-llama-cpp", ("edge", "llm", "--gguf", "m.gguf", "--runtimes", "mlx"),
+             "edge.llm.gguf is set but edge.llm.runtimes are mlx; accepted: runtimes with llama.cpp",
+             files={"m.gguf": GGUF_HEAD}),
 ]  # fmt: skip
 
 NOTHING_MEASURED = [
@@ -434,6 +523,7 @@ CASES = [
     *HOSTILE,
     *DEMO,
     *CHECKPOINTS,
+    *MODELS,
     *NOTHING_MEASURED,
     *STORED,
     *KEPT,

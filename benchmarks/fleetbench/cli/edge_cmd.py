@@ -124,10 +124,26 @@ LLM_FLAGS = (
     Flag(
         "--checkpoint",
         "edge.llm.checkpoint",
-        "a trainer checkpoint (default: a fresh init)",
+        "a trainer checkpoint of any llama shape (default: a fresh init)",
         example="results/r1/checkpoints/step-2",
         type=Path,
         metavar="PATH",
+    ),
+    Flag(
+        "--hf",
+        "edge.llm.hf",
+        "a Hugging Face llama folder (config.json + *.safetensors), exported to every runtime",
+        example="models/TinyLlama",
+        type=Path,
+        metavar="DIR",
+    ),
+    Flag(
+        "--gguf",
+        "edge.llm.gguf",
+        "an existing llama GGUF, run by llama.cpp as it is (the other runtimes are left out)",
+        example="models/model-q4_k_m.gguf",
+        type=Path,
+        metavar="FILE",
     ),
     Flag(
         "--runtimes",
@@ -140,7 +156,7 @@ LLM_FLAGS = (
     Flag(
         "--dtypes",
         "edge.llm.dtypes",
-        "f32,f16,q8_0 (default: all; q8_0 is llama.cpp's)",
+        "f32,f16,q8_0,q4_0,q4_k_m,int4 (default: all; q8_0/q4_0/q4_k_m are llama.cpp's, int4 MLX's)",
         example="f32,q8_0",
         metavar="LIST",
         convert=_listed,

@@ -49,7 +49,8 @@ EdgeGemmSize = Annotated[int, Field(ge=128, le=16384, multiple_of=128)]
 
 LlmRuntime = Literal["llama.cpp", "mlx", "executorch"]
 LLM_RUNTIMES: tuple[str, ...] = get_args(LlmRuntime)
-LlmDtype = Literal["f32", "f16", "q8_0"]
+# q4_0, q4_k_m: llama.cpp's quantizer on the f32 GGUF; int4: MLX's 4-bit (mx.quantize, groups of 64)
+LlmDtype = Literal["f32", "f16", "q8_0", "q4_0", "q4_k_m", "int4"]
 
 
 class EdgeLlmConfig(StrictModel):
@@ -61,6 +62,10 @@ class EdgeLlmConfig(StrictModel):
     checkpoint: Path | None = Field(
         default=None, description="a trainer checkpoint (DCP step folder or state dict file); unset: a fresh init"
     )
+    hf: Path | None = Field(
+        default=None, description="a Hugging Face llama folder (config.json + *.safetensors), exported to every runtime"
+    )
+    gguf: Path | None = Field(default=None, description="an existing llama GGUF file, run by llama.cpp as it is")
     runtimes: list[LlmRuntime] = Field(
         default=["llama.cpp", "mlx", "executorch"],
         min_length=1,
@@ -68,7 +73,10 @@ class EdgeLlmConfig(StrictModel):
         description="the edge LLM runtimes to run",
     )
     dtypes: list[LlmDtype] = Field(
-        default=["f32", "f16", "q8_0"], min_length=1, max_length=3, description="q8_0: llama.cpp; executorch: f32"
+        default=["f32", "f16", "q8_0", "q4_0", "q4_k_m", "int4"],
+        min_length=1,
+        max_length=6,
+        description="q8_0, q4_0, q4_k_m: llama.cpp; int4: MLX; executorch: f32",
     )
     mmap: list[bool] = Field(
         default=[True, False], min_length=1, max_length=2, description="memory-mapped and/or read-in weights"
@@ -92,6 +100,9 @@ class EdgeLlmConfig(StrictModel):
     def _bounds(self) -> EdgeLlmConfig:
         if self.min_tries > self.max_tries:
             raise ValueError(f"min_tries={self.min_tries} exceeds max_tries={self.max_tries}")
+        sources = [name for name in ("checkpoint", "hf", "gguf") if getattr(self, name) is not None]
+        if len(sources) > 1:
+            raise ValueError(f"{' and '.join(sources)} are both set; accepted: one model source at a time")
         return self
 
 

@@ -19,12 +19,17 @@ from torch import nn
 
 from fleetbench.train.blocks import CheckpointedBlock, RMSNorm
 from fleetbench.train.plan import ModelShape
-from fleetbench.train.rope import rope_inverse_frequencies
+from fleetbench.train.rope import LLAMA3_ROPE_SCALING, RopeScaling, rope_inverse_frequencies
 
 
-def rope_frequencies(head_dim: int, theta: float, device: torch.device | None = None) -> torch.Tensor:
+def rope_frequencies(
+    head_dim: int,
+    theta: float,
+    device: torch.device | None = None,
+    scaling: RopeScaling | None = LLAMA3_ROPE_SCALING,
+) -> torch.Tensor:
     """Inverse frequencies of each rotated pair, Llama 3 scaling applied (head_dim / 2 floats)."""
-    return torch.from_numpy(rope_inverse_frequencies(head_dim, theta)).to(device)
+    return torch.from_numpy(rope_inverse_frequencies(head_dim, theta, scaling)).to(device)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -42,7 +47,7 @@ class Attention(nn.Module):
     def __init__(self, shape: ModelShape) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = shape.heads, shape.n_kv_heads, shape.head_dim
-        self.theta = shape.rope_theta
+        self.theta, self.rope_scaling = shape.rope_theta, shape.rope_scaling
         self.wq = nn.Linear(shape.dim, self.heads * self.head_dim, bias=False)
         self.wk = nn.Linear(shape.dim, self.kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(shape.dim, self.kv_heads * self.head_dim, bias=False)
@@ -56,7 +61,7 @@ class Attention(nn.Module):
         v = self.wv(x).view(batch, seq, self.kv_heads, self.head_dim)
         angles = torch.outer(
             torch.arange(seq, device=x.device, dtype=torch.float32),
-            rope_frequencies(self.head_dim, self.theta, x.device),
+            rope_frequencies(self.head_dim, self.theta, x.device, self.rope_scaling),
         )
         cos, sin = angles.cos(), angles.sin()
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)

@@ -12,6 +12,7 @@ from fleetbench.config.train import PRESETS, TEXT_VOCAB, DataKind, ModelFamily, 
 from fleetbench.devices import DeviceInfo
 from fleetbench.errors import UserError
 from fleetbench.train.defaults import Precision, choose_precision, choose_preset
+from fleetbench.train.rope import LLAMA3_ROPE_SCALING, RopeScaling
 
 __all__ = [
     "ModelShape",
@@ -37,6 +38,8 @@ class ModelShape:
     kv_heads: int | None = None  # llama: key/value heads (GQA); None: `heads`
     rope_theta: float = 500000.0  # llama: RoPE base, with Llama 3's frequency scaling (as torchtitan)
     norm_eps: float = 1e-5  # llama: RMSNorm epsilon (torchtitan's)
+    # llama: Llama 3's RoPE frequency scaling (factor, low, high, original context); None: plain RoPE
+    rope_scaling: RopeScaling | None = LLAMA3_ROPE_SCALING
 
     @property
     def head_dim(self) -> int:

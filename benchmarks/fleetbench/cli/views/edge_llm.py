@@ -26,11 +26,12 @@ def _mib(value: int) -> str:
 def _cells(row: LlmRow) -> list[str]:
     mode = "mmap" if row.mmap else "read"
     if not row.ok:
-        return [row.runtime, row.dtype, mode, *["-"] * 9, f"[red]{row.error}[/]", "-"]
+        return [row.runtime, row.dtype, row.device or "-", mode, *["-"] * 9, f"[red]{row.error}[/]", "-"]
     agrees = "[green]yes[/]" if row.agrees else "[red]NO[/]"
     return [
         row.runtime,
         row.dtype,
+        row.device,
         mode,
         f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
         f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}" if row.tg else "-",
@@ -76,6 +77,7 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
     for column in (
         "runtime",
         "dtype",
+        "device",
         "weights",
         "pp tok/s",
         "tg tok/s",
@@ -89,7 +91,7 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         "status",
         "C before>after",
     ):
-        left = column in ("runtime", "dtype", "weights", "agrees", "status")
+        left = column in ("runtime", "dtype", "device", "weights", "agrees", "status")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for row in outcome.rows:
         table.add_row(*_cells(row))

@@ -95,7 +95,8 @@ def export_gguf(model: Llama, path: Path, dtype: GgufType, name: str = "fleetben
     path.parent.mkdir(parents=True, exist_ok=True)
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_name(name)
-    writer.add_context_length(ROPE_ORIGINAL_CONTEXT)
+    scaling = shape.rope_scaling
+    writer.add_context_length(int(scaling[3]) if scaling else ROPE_ORIGINAL_CONTEXT)
     writer.add_embedding_length(shape.dim)
     writer.add_block_count(shape.layers)
     writer.add_feed_forward_length(shape.ffn_dim)
@@ -107,7 +108,8 @@ def export_gguf(model: Llama, path: Path, dtype: GgufType, name: str = "fleetben
     writer.add_vocab_size(shape.vocab_size)
     writer.add_file_type(file_type)
     _tokenizer(writer, gguf, shape.vocab_size)
-    writer.add_tensor("rope_freqs.weight", rope_scale_factors(shape.head_dim, shape.rope_theta))
+    if scaling is not None:  # no rope_freqs: llama.cpp's plain RoPE
+        writer.add_tensor("rope_freqs.weight", rope_scale_factors(shape.head_dim, shape.rope_theta, scaling))
     for param_name, tensor in model.state_dict().items():
         data, kind = _tensor(gguf, tensor.detach().float().cpu().numpy(), dtype)
         writer.add_tensor(gguf_name(param_name), data, raw_dtype=kind)

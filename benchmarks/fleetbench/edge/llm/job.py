@@ -1,15 +1,18 @@
-"""`fleetbench edge llm`: the llama-family model exported once and run by each edge LLM runtime, side by side.
+"""`fleetbench edge llm`: a llama-family model exported once and run by each edge LLM runtime, side by side.
 
-Model (fresh init of a preset, or a checkpoint) -> eager PyTorch reference (prompt logits, greedy
-tokens) -> one export per runtime and dtype (GGUF for llama.cpp, safetensors for MLX, a .pte with a
-key/value cache for ExecuTorch) -> per runtime,
-dtype and load mode a worker process (worker.py) inside the device-farm discipline (cooldown and
-thermal reading around it, tries until the CV target) -> agreement with eager, metrics, the record,
+Model (fresh init of a preset, a trainer checkpoint of any llama shape, a Hugging Face llama folder
+with --hf, or an existing GGUF with --gguf, which llama.cpp alone runs) -> eager PyTorch reference
+(prompt logits, greedy tokens) -> one export per runtime and dtype (GGUF for llama.cpp, its 4-bit
+types by llama.cpp's own quantizer; safetensors for MLX, int4 packed by mx.quantize; a .pte with a
+key/value cache for ExecuTorch) -> per runtime, dtype and load mode a worker process (worker.py)
+inside the device-farm discipline (cooldown and thermal reading around it, tries until the CV
+target) -> agreement with eager, metrics, the record (each row with the device that ran it),
 llm_results.json and a PNG. A runtime whose logits leave the dtype's tolerance, or whose f32 greedy
 tokens differ from eager's, fails the run (exit 1) after everything was written.
 
-Tolerance: max |logit - eager| / max |eager logit| over the prompt is at most 1e-4 for f32, 1e-2 for
-f16 and 5e-2 for q8_0 (measured on llama3-debug: 1.5e-5, 4e-4 to 8e-4, 1.1e-2).
+Tolerance: derived per export from eager's logit error with the weights as that export stores them
+(fleetbench.edge.llm.tolerance), twice it, never under 1e-4; for --gguf from llama.cpp's rounding of
+the activations (fleetbench.edge.llm.gguf_source).
 """
 
 from __future__ import annotations
@@ -42,7 +45,17 @@ BENCHMARK = "edge-llm"
 PERCENTILES = (("p50", 50), ("p90", 90), ("p99", 99))
 # What this host cannot run, said instead of faked.
 METAL_REASON = "needs macOS on Apple silicon (Metal); this host runs the CPU build"
-DTYPES_OF = {"llama.cpp": ("f32", "f16", "q8_0"), "mlx": ("f32", "f16"), "executorch": ("f32",)}
+DTYPES_OF = {
+    "llama.cpp": ("f32", "f16", "q8_0", "q4_0", "q4_k_m"),
+    "mlx": ("f32", "f16", "int4"),
+    "executorch": ("f32",),
+}
+# 4-bit where an exporter does not offer it here, said plainly
+NOT_OFFERED = {
+    ("executorch", "int4"): "4-bit weight-only is not offered for XNNPACK: ExecuTorch lowers 4-bit weights to "
+    "it only with 8-bit dynamic activations (8da4w, another scheme); its weight-only 4-bit modes are the "
+    "Vulkan and MPS delegates', which this runtime lacks",
+}
 WORKER_TIMEOUT_S = 1800
 # The timed decode path (prefill, then one token at a time through the key/value cache) is checked on
 # the prompt's last tokens, beside the full forward's logits (worker.decode_logits).
@@ -59,6 +72,7 @@ class LlmRow:
     dtype: str
     mmap: bool
     ok: bool = False
+    device: str = ""  # what ran it: llama.cpp "cpu", MLX "gpu" (Metal) or "cpu", ExecuTorch "cpu (xnnpack)"
     error: str | None = None
     load_s: float = float("nan")  # warm: the files in the page cache
     cold_load_s: float = float("nan")  # the files dropped from the page cache first (posix_fadvise)
@@ -143,21 +157,40 @@ def export_all(
     for runtime in cfg.runtimes:
         for dtype in cfg.dtypes:
             if dtype not in DTYPES_OF[runtime]:
-                skipped.append((f"{runtime} {dtype}", f"{runtime} export writes {', '.join(DTYPES_OF[runtime])}"))
+                why = NOT_OFFERED.get((runtime, dtype), f"{runtime} export writes {', '.join(DTYPES_OF[runtime])}")
+                skipped.append((f"{runtime} {dtype}", why))
                 continue
             if runtime == "executorch":
                 exports[runtime, dtype] = _export_pte(model, cfg, folder)
             elif runtime == "llama.cpp":
-                from fleetbench.edge.llm.gguf_export import export_gguf
-
-                exports[runtime, dtype] = export_gguf(model, folder / f"model-{dtype}.gguf", dtype)
+                exports[runtime, dtype] = _export_gguf(model, folder, dtype)
             else:
                 from fleetbench.edge.llm.mlx_model import export_mlx
 
                 exports[runtime, dtype] = export_mlx(model, folder / f"mlx-{dtype}", dtype)  # type: ignore[arg-type]
-        if runtime != "executorch":
-            skipped.append((f"{runtime} Metal", METAL_REASON) if sys.platform != "darwin" else ("", ""))
+        if runtime == "llama.cpp" and sys.platform != "darwin":
+            skipped.append(("llama.cpp Metal", METAL_REASON))
+        elif runtime == "mlx" and sys.platform != "darwin":
+            skipped.append(("mlx Metal", METAL_REASON + " (MLX ran on the CPU)"))
+        elif runtime == "executorch":
+            from fleetbench.edge.llm.runtimes import executorch_delegates_not_run
+
+            skipped += [(f"executorch {delegate}", why) for delegate, why in executorch_delegates_not_run()]
     return exports, [s for s in skipped if s[0]]
+
+
+def _export_gguf(model: Any, folder: Path, dtype: str) -> Path:
+    """The GGUF of `dtype`: written by the suite (f32, f16, q8_0), or llama.cpp's quantizer run on the f32 one."""
+    from fleetbench.edge.llm.gguf_export import export_gguf
+    from fleetbench.edge.llm.gguf_quant import quantize_gguf
+
+    path = folder / f"model-{dtype}.gguf"
+    if dtype not in ("q4_0", "q4_k_m"):
+        return export_gguf(model, path, dtype)  # type: ignore[arg-type]
+    source = folder / "model-f32.gguf"
+    if not source.is_file():
+        export_gguf(model, source, "f32")
+    return quantize_gguf(source, path, dtype)  # type: ignore[arg-type]
 
 
 def context_tokens(cfg: EdgeLlmConfig) -> int:
@@ -198,15 +231,21 @@ class Reference:
     logits: np.ndarray
     greedy: list[int]
     quant_errors: dict[tuple[str, str], float]
+    wrong_exports: dict[tuple[str, str], str] = field(default_factory=dict)  # gguf_quant.WrongExport's line
 
 
 def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, cv_target: float) -> None:
     """The worker's output `out` on `row`: figures, stability, and agreement with eager's logits and greedy
     tokens within the tolerance derived from the export's own error."""
     reference, greedy = ref.logits, ref.greedy
+    wrong = ref.wrong_exports.get((row.runtime, row.dtype))
+    if wrong is not None:
+        row.ok, row.error = False, f"wrong export: {wrong}"
+        return
     quant_error = ref.quant_errors[row.runtime, row.dtype]
     row.quantisation_error, row.tolerance = quant_error, tolerance(quant_error)
     row.ok = bool(out.get("ok"))
+    row.device = str(out.get("device", ""))
     if not row.ok:
         row.error = str(out.get("error"))
         return
@@ -295,6 +334,7 @@ def _measure(
                 "runtime": runtime,
                 "path": str(exports[runtime, dtype]),
                 "mmap": mmap,
+                "kv_f32": dtype == "f32",  # a float32 file's check sees float32 arithmetic only
                 "threads": _threads(cfg),
                 "context": context_tokens(cfg),
                 "prompt": prompt,
@@ -371,13 +411,15 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     """Export, measure each runtime side by side, check agreement; a wrong export fails the run last."""
     import torch
 
-    from fleetbench.edge.llm.source import build_llama
     from fleetbench.train.decoder import param_counts
 
     cfg = config.edge.llm
-    _refuse_nothing_measured(cfg)
+    if cfg.gguf is not None:
+        cfg = _gguf_only(cfg)
+    else:
+        _refuse_nothing_measured(cfg)
     _require(cfg)
-    model = build_llama(cfg.preset, config.edge.seed, cfg.checkpoint)
+    model, name, gguf_dtype = _model(cfg, config.edge.seed)
     if cfg.prompt_tokens + cfg.gen_tokens > 8192:
         raise UserError(
             f"edge.llm.prompt_tokens + gen_tokens = {cfg.prompt_tokens + cfg.gen_tokens}; accepted: at most 8192"
@@ -390,22 +432,28 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         folder.mkdir(parents=True, exist_ok=True)
         with context.progress.task("edge llm", "eager reference and exports ..."):
             reference = eager_reference(model, prompt, cfg.agree_tokens)
-            exports, skipped = export_all(model, cfg, folder / "llm")
+            if cfg.gguf is not None and gguf_dtype is not None:
+                exports, skipped = {("llama.cpp", gguf_dtype): cfg.gguf}, gguf_left_out(config.edge.llm)
+            else:
+                exports, skipped = export_all(model, cfg, folder / "llm")
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
-            quant_errors = {
-                (runtime, dtype): quantisation_error(model, prompt, reference[0], runtime, dtype)
-                for runtime, dtype in exports
-            }
+        if cfg.gguf is not None and gguf_dtype is not None:
+            from fleetbench.edge.llm.gguf_source import activation_rounding_error
+
+            error = activation_rounding_error(model, prompt, reference[0], gguf_dtype)
+            quant_errors, wrong_exports = {("llama.cpp", gguf_dtype): error}, dict[tuple[str, str], str]()
+        else:
+            quant_errors, wrong_exports = _quant_errors(model, prompt, reference[0], exports)
         watch = Watch.start(config.edge)
-        ref = Reference(reference[0], reference[1], quant_errors)
+        ref = Reference(reference[0], reference[1], quant_errors, wrong_exports)
         rows = _measure(cfg, exports, prompt, ref, context, watch)
         for row in rows:
             if row.ok:
                 _record(bench, row)
         failures = _failures(rows)
         outcome = LlmOutcome(
-            cfg.preset,
+            name,
             param_counts(model.shape)[0],
             _threads(cfg),
             cfg.prompt_tokens,
@@ -431,6 +479,59 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     if failures:
         raise JobFailed("wrong or failed runtimes: " + "; ".join(failures), result)
     return result
+
+
+def _model(cfg: EdgeLlmConfig, seed: int) -> tuple[Any, str, str | None]:
+    """The model eager runs, its name for the view, and the dtype of a --gguf file (None otherwise)."""
+    if cfg.gguf is not None:
+        from fleetbench.edge.llm.gguf_source import load_gguf
+
+        model, dtype = load_gguf(cfg.gguf)
+        return model, cfg.gguf.name, dtype
+    if cfg.hf is not None:
+        from fleetbench.edge.llm.hf_source import load_hf
+
+        return load_hf(cfg.hf), cfg.hf.name, None
+    from fleetbench.edge.llm.source import build_llama
+
+    name = cfg.preset if cfg.checkpoint is None else f"{cfg.checkpoint.name} ({cfg.preset})"
+    return build_llama(cfg.preset, seed, cfg.checkpoint), name, None
+
+
+def _gguf_only(cfg: EdgeLlmConfig) -> EdgeLlmConfig:
+    """--gguf: llama.cpp alone runs the file; refused where the runtimes leave llama.cpp out."""
+    if "llama.cpp" not in cfg.runtimes:
+        raise UserError(
+            f"edge.llm.gguf is set but edge.llm.runtimes are {', '.join(cfg.runtimes)}; accepted: runtimes with "
+            "llama.cpp (the one runtime that runs a GGUF)"
+        )
+    return cfg.model_copy(update={"runtimes": ["llama.cpp"]})
+
+
+def gguf_left_out(cfg: EdgeLlmConfig) -> list[tuple[str, str]]:
+    """One line per runtime a --gguf run leaves out, with why."""
+    why = {
+        "mlx": "cannot run a GGUF (it runs its own safetensors export; --hf DIR exports a llama folder to it)",
+        "executorch": "cannot run a GGUF (it runs a .pte program; --hf DIR exports a llama folder to it)",
+    }
+    return [(runtime, why[runtime]) for runtime in cfg.runtimes if runtime in why]
+
+
+def _quant_errors(
+    model: Any, prompt: list[int], logits: np.ndarray, exports: dict[tuple[str, str], Path]
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], str]]:
+    """Per export, eager's logit error with the weights as it stores them; the exports whose file is not
+    the model's weights (gguf_quant.WrongExport), with why."""
+    from fleetbench.edge.llm.gguf_quant import WrongExport
+
+    errors: dict[tuple[str, str], float] = {}
+    wrong: dict[tuple[str, str], str] = {}
+    for (runtime, dtype), path in exports.items():
+        try:
+            errors[runtime, dtype] = quantisation_error(model, prompt, logits, runtime, dtype, path)
+        except WrongExport as exc:
+            wrong[runtime, dtype] = str(exc)
+    return errors, wrong
 
 
 def _refuse_nothing_measured(cfg: EdgeLlmConfig) -> None:
@@ -462,6 +563,10 @@ def _require(cfg: EdgeLlmConfig) -> None:
                 f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [{extra}] extra ({pip}){build}, "
                 f"or accepted without it: {', '.join(r for r in packages if r != runtime)}"
             )
+    if cfg.hf is not None and importlib.util.find_spec("safetensors") is None:
+        raise UserError(
+            "edge.llm.hf is set but safetensors is not installed; install the [llm] extra (safetensors==0.8.0)"
+        )
     if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
         raise UserError(
             "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [llm] extra (gguf==0.19.0)"

@@ -5,6 +5,10 @@ state dict loads with `load_weights` unchanged. RoPE is `mx.fast.rope` with `tra
 (adjacent pairs, Meta's layout) and Llama 3's scaled periods as `freqs`, as mlx-lm's Llama3RoPE
 passes them; attention is `mx.fast.scaled_dot_product_attention`, which takes grouped key/value
 heads as they are. Runs on Metal on a Mac and on the CPU (`mlx[cpu]`) on Linux.
+
+int4: every matrix (the embedding too) stored as `mx.quantize` packs it (4-bit, groups of 64 values
+with a scale and a bias each: `weight`, `scales`, `biases`), and loaded into the module after
+`mlx.nn.quantize` swapped its layers for QuantizedLinear/QuantizedEmbedding, as mlx-lm does.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from fleetbench.train.rope import rope_inverse_frequencies
 if TYPE_CHECKING:
     from fleetbench.train.llama import Llama
 
-MlxType = Literal["f32", "f16"]
+MlxType = Literal["f32", "f16", "int4"]
+GROUP_SIZE, BITS = 64, 4  # mlx.nn.quantize's defaults (fleetbench.edge.llm.tolerance.MLX_GROUP/MLX_BITS)
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 
@@ -39,7 +44,7 @@ class Attention(nn.Module):  # type: ignore[misc]
         self.wk = nn.Linear(shape.dim, shape.n_kv_heads * shape.head_dim, bias=False)
         self.wv = nn.Linear(shape.dim, shape.n_kv_heads * shape.head_dim, bias=False)
         self.wo = nn.Linear(shape.heads * shape.head_dim, shape.dim, bias=False)
-        self._periods = mx.array(1.0 / rope_inverse_frequencies(shape.head_dim, shape.rope_theta))
+        self._periods = mx.array(1.0 / rope_inverse_frequencies(shape.head_dim, shape.rope_theta, shape.rope_scaling))
 
     def __call__(self, x: mx.array, cache: list[Any] | None) -> Any:
         """Attention over (batch, seq, dim) after the `cache`'s positions (appended to in place)."""
@@ -112,18 +117,32 @@ def export_mlx(model: Llama, folder: Path, dtype: MlxType) -> Path:
     """`folder`/model.safetensors (weights in `dtype`) and config.json (the shape); returns the folder."""
     folder.mkdir(parents=True, exist_ok=True)
     target = mx.float16 if dtype == "f16" else mx.float32
-    weights = {
-        name: mx.array(t.detach().float().cpu().numpy()).astype(target) for name, t in model.state_dict().items()
-    }
+    weights = {}
+    for name, tensor in model.state_dict().items():
+        array = mx.array(tensor.detach().float().cpu().numpy())
+        if dtype == "int4" and array.ndim == 2:
+            stem = name.removesuffix(".weight")
+            packed, scales, biases = mx.quantize(array, group_size=GROUP_SIZE, bits=BITS)
+            weights.update({f"{stem}.weight": packed, f"{stem}.scales": scales, f"{stem}.biases": biases})
+        else:
+            weights[name] = array.astype(target)
     mx.save_safetensors(str(folder / WEIGHTS_NAME), weights, metadata={"format": "mlx"})
     (folder / CONFIG_NAME).write_text(jsonio.dumps({"shape": asdict(model.shape), "dtype": dtype}, indent=1) + "\n")
     return folder
 
 
+def shape_of(fields: dict[str, Any]) -> ModelShape:
+    """The ModelShape of an exported config (JSON lists back to the tuples the shape holds)."""
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    return ModelShape(**values)
+
+
 def load_mlx(folder: Path, mmap: bool = True) -> MlxLlama:
     """The exported model. mmap: MLX's own lazy load of the file; else the file is read into memory first."""
     config = json.loads((folder / CONFIG_NAME).read_text())
-    model = MlxLlama(ModelShape(**config["shape"]))
+    model = MlxLlama(shape_of(config["shape"]))
+    if config["dtype"] == "int4":
+        nn.quantize(model, group_size=GROUP_SIZE, bits=BITS)
     path = folder / WEIGHTS_NAME
     if mmap:
         weights = mx.load(str(path))

@@ -36,7 +36,11 @@ class CachedLlama(nn.Module):
             for kind in ("k", "v"):
                 cache = torch.zeros(1, context, shape.n_kv_heads, shape.head_dim)
                 self.register_buffer(f"{CACHE_PREFIX}{kind}{index}", cache, persistent=False)
-        self.register_buffer("inv_freq", rope_frequencies(shape.head_dim, shape.rope_theta).float(), persistent=False)
+        self.register_buffer(
+            "inv_freq",
+            rope_frequencies(shape.head_dim, shape.rope_theta, None, shape.rope_scaling).float(),
+            persistent=False,
+        )
 
     def forward(self, tokens: torch.Tensor, start: torch.Tensor) -> torch.Tensor:
         """Logits (1, seq, vocab) of `tokens` (1, seq) at positions start .. start+seq-1, the cache updated."""

@@ -37,12 +37,17 @@ class Session(Protocol):
 
 
 class LlamaCppSession:
-    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes."""
+    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes.
 
-    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int) -> None:
-        from llama_cpp import Llama
+    `kv_f32`: the key/value cache in float32 (for a float32 file: its check then sees float32 arithmetic
+    only); otherwise llama.cpp's default f16 cache, which alone moved the logits of a model with sharp
+    attention by 9e-4 of their range (tests/test_edge_llm_models.py's Hugging Face folder)."""
+
+    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False) -> None:
+        from llama_cpp import GGML_TYPE_F16, GGML_TYPE_F32, Llama
 
         self._sink: list[str] = []
+        self._kv_type = GGML_TYPE_F32 if kv_f32 else GGML_TYPE_F16
         with native_stderr(self._sink):
             self.llm = Llama(
                 str(path),
@@ -54,6 +59,8 @@ class LlamaCppSession:
                 use_mmap=mmap,
                 logits_all=False,
                 verbose=False,
+                type_k=self._kv_type,
+                type_v=self._kv_type,
             )
         self.path, self.mmap, self.threads, self.context = path, mmap, threads, context
         import llama_cpp
@@ -104,6 +111,8 @@ class LlamaCppSession:
                 use_mmap=self.mmap,
                 logits_all=True,
                 verbose=False,
+                type_k=self._kv_type,
+                type_v=self._kv_type,
             )
         try:
             full.eval(tokens)
@@ -200,27 +209,66 @@ class ExecuTorchSession:
         """See Session."""
 
 
-def prepare(runtime: str) -> None:
-    """Import the runtime's modules, so a timed load is the model's load and not the import."""
+# ExecuTorch delegates beside XNNPACK: the backend name its runtime registers, and what running it needs.
+OTHER_DELEGATES = {
+    "Vulkan": ("VulkanBackend", "an ExecuTorch runtime built with the Vulkan delegate (EXECUTORCH_BUILD_VULKAN)"),
+    "CoreML": ("CoreMLBackend", "macOS or iOS on Apple hardware, with the CoreML delegate built in"),
+    "MPS": ("MPSBackend", "macOS on Apple silicon, with the MPS delegate built in"),
+}
+
+
+def executorch_delegates_not_run() -> list[tuple[str, str]]:
+    """(delegate, why) for each ExecuTorch delegate beside XNNPACK that `edge llm` does not run here."""
+    with native_stderr([]):
+        registered = list(
+            optional_module("executorch.extension.pybindings.portable_lib")._get_registered_backend_names()
+        )
+    out = []
+    for delegate, (backend, needs) in OTHER_DELEGATES.items():
+        if backend in registered:
+            why = f"this runtime has {backend}, but the LLM program is lowered to XNNPACK only"
+        else:
+            why = f"this runtime has no {backend} (it has {', '.join(registered) or 'none'}); needs {needs}"
+        out.append((delegate, why))
+    return out
+
+
+def mlx_device() -> str:
+    """Where MLX runs here: "gpu" (Metal, Apple silicon) where its GPU is available, else "cpu"."""
+    import mlx.core as mx
+
+    return "gpu" if mx.is_available(mx.gpu) else "cpu"
+
+
+def prepare(runtime: str) -> str:
+    """Import the runtime's modules, so a timed load is the model's load and not the import; the device
+    that will run it (the record's `device`): llama.cpp's CPU build "cpu", MLX "gpu" (Metal) where it
+    exists else "cpu", ExecuTorch "cpu (xnnpack)" (the delegate its program is lowered to)."""
     if runtime == "llama.cpp":
         import llama_cpp  # noqa: F401
-    elif runtime == "executorch":
+
+        return "cpu"
+    if runtime == "executorch":
         import torch  # noqa: F401
 
         with native_stderr([]):
             optional_module("executorch.runtime").Runtime.get()
-    else:
-        import mlx.core as mx
+        return "cpu (xnnpack)"
+    import mlx.core as mx
 
-        import fleetbench.edge.llm.mlx_model  # noqa: F401
+    import fleetbench.edge.llm.mlx_model  # noqa: F401
 
-        mx.set_default_device(mx.cpu)
+    device = mlx_device()
+    mx.set_default_device(mx.gpu if device == "gpu" else mx.cpu)
+    return device
 
 
-def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int) -> Session:
-    """A session of `runtime` on the exported `path`."""
+def open_session(  # noqa: PLR0913 - the worker's spec, field by field
+    runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False
+) -> Session:
+    """A session of `runtime` on the exported `path` (`kv_f32`: llama.cpp's key/value cache in float32)."""
     if runtime == "llama.cpp":
-        return LlamaCppSession(path, mmap, threads, context, batch)
+        return LlamaCppSession(path, mmap, threads, context, batch, kv_f32)
     if runtime == "executorch":
         return ExecuTorchSession(path, mmap, threads)
     if runtime == "mlx":

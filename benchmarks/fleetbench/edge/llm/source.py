@@ -1,9 +1,16 @@
-"""The llama-family model the edge runtimes run: a fresh, seeded init of a `train` preset, or the weights
+"""The llama-family model the edge runtimes run: a fresh, seeded init of a `train` preset, the weights
 of a trainer checkpoint (a DCP step folder, read without a process group, or a consolidated
-`torch.save` state dict)."""
+`torch.save` state dict), or a Hugging Face llama folder (fleetbench.edge.llm.hf_source).
+
+A checkpoint's shape is read from the checkpoint itself, so a trained llama of any shape exports:
+width, vocabulary, depth, MLP width and key/value width from its tensors' shapes; the head count,
+RoPE base and norm epsilon, which no tensor shows, from the training run's saved config (the `train`
+record of records.jsonl in the run folder above `checkpoints/`) where it is there and agrees with
+the tensors, else from the preset (its head width)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -27,6 +34,8 @@ def build_llama(
             f"edge llm: preset {preset!r} is not accepted ({exc}); accepted: {', '.join(PRESETS)}"
         ) from None
     shape = resolve_plan(cfg, world_size=1).shape
+    if checkpoint is not None:
+        shape = checkpoint_shape(checkpoint, shape)
     _check_memory(preset, shape)
     model = Llama(shape)
     if checkpoint is None:
@@ -34,6 +43,88 @@ def build_llama(
     else:
         _load(model, checkpoint)
     return model.eval()
+
+
+def checkpoint_shape(checkpoint: Path, preset: ModelShape) -> ModelShape:
+    """The llama shape of `checkpoint`'s tensors (see the module docstring); `preset` where they say nothing
+    (a checkpoint that is no llama: the load then names the mismatch)."""
+    shapes = _tensor_shapes(checkpoint)
+    embedding, wk, w1 = (shapes.get(n) for n in ("tok_embeddings.weight", "layers.0.attention.wk.weight", "layers.0.feed_forward.w1.weight"))  # fmt: skip
+    if embedding is None or wk is None or w1 is None or len(embedding) != 2 or len(wk) != 2 or len(w1) != 2:
+        return preset
+    vocab, dim = embedding
+    layers = len({name.split(".")[1] for name in shapes if name.startswith("layers.")})
+    saved = _saved_shape(checkpoint)
+    if saved is not None and (saved.vocab_size, saved.dim, saved.layers, saved.ffn_dim) == (vocab, dim, layers, w1[0]):
+        return saved
+    heads = preset.heads  # what the trainer keeps when only train.dim is overridden
+    if dim % heads or wk[0] % (dim // heads):
+        raise UserError(
+            f"checkpoint {checkpoint}: width {dim} and key/value width {wk[0]} do not split into the preset's "
+            f"{heads} heads, and no saved config beside it says its heads; accepted: a checkpoint inside its "
+            "training run's folder (results/RUN/checkpoints/step_N), or one of the preset's head count"
+        )
+    kv_heads = wk[0] // (dim // heads)
+    return replace(preset, dim=dim, layers=layers, ffn_dim=w1[0], vocab_size=vocab, kv_heads=kv_heads)
+
+
+def _tensor_shapes(checkpoint: Path) -> dict[str, tuple[int, ...]]:
+    """Parameter name -> shape, from a DCP folder's metadata or a state dict file; {} where neither reads
+    (the load that follows names why)."""
+    if checkpoint.is_dir():
+        from torch.distributed.checkpoint.api import CheckpointException
+        from torch.distributed.checkpoint.filesystem import FileSystemReader
+
+        if not (checkpoint / ".metadata").is_file():
+            return {}
+        try:
+            metadata = FileSystemReader(str(checkpoint)).read_metadata()
+        # DCP's CheckpointException derives from BaseException; pickle and file errors from Exception
+        except (Exception, CheckpointException):
+            return {}
+        entries = getattr(metadata, "state_dict_metadata", {})
+        return {
+            name.removeprefix("model."): tuple(entry.size)
+            for name, entry in entries.items()
+            if name.startswith("model.") and hasattr(entry, "size")
+        }
+    if not checkpoint.is_file():  # missing, or a FIFO or device (opening one could block): _load_file says which
+        return {}
+    try:
+        with checkpoint.open("rb") as handle:
+            if file_kind(handle.read(SNIFF_BYTES), checkpoint.stat().st_size) is not None:
+                return {}
+        loaded = torch.load(checkpoint, map_location="meta", weights_only=True)
+    except Exception:  # unreadable or damaged: _load_file says which, in one line
+        return {}
+    loaded = loaded.get("model", loaded) if isinstance(loaded, dict) else loaded
+    if not isinstance(loaded, dict):
+        return {}
+    return {str(k): tuple(v.shape) for k, v in loaded.items() if isinstance(v, torch.Tensor)}
+
+
+def _saved_shape(checkpoint: Path) -> ModelShape | None:
+    """The llama shape the training run's saved config gives, for a checkpoint at RUN/checkpoints/step_N."""
+    from fleetbench.results.store import read_records
+
+    run = checkpoint.resolve().parent.parent
+    if not (run / "records.jsonl").is_file():
+        return None
+    try:
+        records = read_records(run)
+    except UserError:
+        return None
+    for record in records:
+        if record.benchmark != "train":
+            continue
+        try:
+            cfg = TrainConfig.model_validate(record.config)
+            shape = resolve_plan(cfg, world_size=1).shape
+        except (ValueError, UserError):
+            continue
+        if shape.model == "llama":
+            return shape
+    return None
 
 
 def _check_memory(preset: str, shape: ModelShape) -> None:

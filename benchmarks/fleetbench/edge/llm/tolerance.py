@@ -7,17 +7,30 @@ and dequantised by the `gguf` package, llama.cpp's own reference code; norms kep
 them), and its logits' distance from the float32 reference is that dtype's own error on this model
 and prompt. A runtime may add rounding of its own (activations in f16 or quantised to q8 for the
 matrix products), so the tolerance is MARGIN times that error, never under the float32 one.
+
+4-bit: llama.cpp's Q4_0 and Q4_K_M files are made by llama.cpp's own quantizer, which picks each
+tensor's type itself (fleetbench.edge.llm.gguf_quant); the weights are read back from the file (the
+`gguf` package dequantizes them) after each tensor was checked against the model. MLX's int4 is
+`mx.quantize` (groups of MLX_GROUP values, an affine scale and bias each) of every matrix, the
+embedding included, as `mlx.nn.quantize` stores it.
+
+MLX f16 computes in float16 throughout (a float16 model's activations are float16 arrays), which
+moved llama3-debug's logits by 1.05e-3 where its weights' rounding alone moved them by 3.3e-4 (a
+tolerance of 6.5e-4 then failed a right export); its own error is eager PyTorch's with the model in
+float16 (weights and activations: 1.04e-3 on the same model and prompt).
 """
 
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 F32_TOLERANCE = 1e-4  # float32 export: only the order of float operations differs
 MARGIN = 2.0
+MLX_GROUP, MLX_BITS = 64, 4  # mlx.nn.quantize's defaults
 
 
 def stored(array: np.ndarray, runtime: str, dtype: str) -> np.ndarray:
@@ -34,6 +47,13 @@ def stored(array: np.ndarray, runtime: str, dtype: str) -> np.ndarray:
             kind = gguf.GGMLQuantizationType.Q8_0
             restored: np.ndarray = gguf.quants.dequantize(gguf.quants.quantize(array, kind), kind)
             return restored.reshape(array.shape).astype(np.float32)
+    if runtime == "mlx" and dtype == "int4":
+        if array.ndim == 1:
+            return array
+        import mlx.core as mx
+
+        packed = mx.quantize(mx.array(array), group_size=MLX_GROUP, bits=MLX_BITS)
+        return np.array(mx.dequantize(*packed, group_size=MLX_GROUP, bits=MLX_BITS)).astype(np.float32)
     return array.astype(np.float16).astype(np.float32)  # f16: GGUF matrices, and every MLX array
 
 
@@ -42,16 +62,31 @@ def logit_error(logits: np.ndarray, reference: np.ndarray) -> float:
     return float(np.abs(logits - reference).max() / np.abs(reference).max())
 
 
-def quantisation_error(model: Any, prompt: list[int], reference: np.ndarray, runtime: str, dtype: str) -> float:
-    """The logit error of eager PyTorch running `model` with its weights as `runtime` stores them at `dtype`."""
+def quantisation_error(
+    model: Any, prompt: list[int], reference: np.ndarray, runtime: str, dtype: str, export: Path | None = None
+) -> float:
+    """The logit error of eager PyTorch running `model` with its weights as `runtime` stores them at `dtype`;
+    for llama.cpp's 4-bit types, as the exported file `export` stores them (gguf_quant.WrongExport where
+    a tensor there is not the model's)."""
     import torch
 
     if dtype == "f32":
         return 0.0
     rounded = copy.deepcopy(model)
+    state = {name: t.detach().float().cpu().numpy() for name, t in rounded.state_dict().items()}
+    if runtime == "llama.cpp" and dtype in ("q4_0", "q4_k_m"):
+        from fleetbench.edge.llm.gguf_quant import stored_weights
+
+        if export is None:
+            raise ValueError(f"llama.cpp {dtype}: the error is read from the quantized file; pass export")
+        weights, _types = stored_weights(export, state)
+    else:
+        weights = {name: stored(array, runtime, dtype) for name, array in state.items()}
     with torch.no_grad():
-        for tensor in rounded.state_dict().values():
-            tensor.copy_(torch.from_numpy(stored(tensor.detach().float().cpu().numpy(), runtime, dtype)))
+        for name, tensor in rounded.state_dict().items():
+            tensor.copy_(torch.from_numpy(weights[name]))
+        if runtime == "mlx" and dtype == "f16":
+            rounded = rounded.half()  # MLX's float16 model computes in float16 too
         logits = rounded(torch.tensor([prompt]))[0].float().numpy()
     return logit_error(logits, reference)
 

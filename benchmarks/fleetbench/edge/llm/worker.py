@@ -109,7 +109,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
 
     process = psutil.Process()
     rss_interpreter = process.memory_info().rss
-    prepare(spec["runtime"])  # imports outside the timed load
+    device = prepare(spec["runtime"])  # imports outside the timed load
     prompt: list[int] = spec["prompt"]
     gen = int(spec["gen_tokens"])
     path = Path(spec["path"])
@@ -118,7 +118,13 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     def load() -> tuple[Any, float]:
         start = time.perf_counter()
         opened = open_session(
-            spec["runtime"], path, bool(spec["mmap"]), int(spec["threads"]), spec["context"], len(prompt)
+            spec["runtime"],
+            path,
+            bool(spec["mmap"]),
+            int(spec["threads"]),
+            spec["context"],
+            len(prompt),
+            bool(spec.get("kv_f32", False)),
         )
         return opened, time.perf_counter() - start
 
@@ -151,6 +157,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         "cold_load_s": cold_load_s,
         "cold_load_page_cache_dropped": dropped,
         "load_kind": LOAD_KIND[spec["runtime"]],
+        "device": device,
         "rss_interpreter_bytes": rss_interpreter,
         "rss_imports_bytes": rss_before - rss_interpreter,
         "rss_after_load_bytes": rss_loaded,
