@@ -123,6 +123,8 @@ def inventory(
                 "trainer_memlock_unlimited": False,  # this VM's engine cannot raise its 8 MiB memlock limit
                 "edge_vulkan_pass_dri": False,
                 "edge_vulkan_extra_args": ["--quick"],  # seconds on lavapipe; the full set is `make edge`
+                # edge llm exports three runtimes' models (minutes on this VM); tests/test_edge_llm*.py run it
+                "edge_vulkan_llm": False,
             },
             "children": {
                 "monitoring": {"hosts": {first: {}}},
