@@ -26,12 +26,13 @@ def _mib(value: int) -> str:
 def _cells(row: LlmRow) -> list[str]:
     mode = "mmap" if row.mmap else "read"
     if not row.ok:
-        return [row.runtime, row.dtype, mode, *["-"] * 9, f"[red]{row.error}[/]", "-"]
+        return [row.label, row.dtype, mode, "-", *["-"] * 9, f"[red]{row.error}[/]", "-"]
     agrees = "[green]yes[/]" if row.agrees else "[red]NO[/]"
     return [
-        row.runtime,
+        row.label,
         row.dtype,
         mode,
+        _device(row),
         f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
         f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}" if row.tg else "-",
         _num(row.ttft["p50"] * 1e3, 1),
@@ -45,6 +46,14 @@ def _cells(row: LlmRow) -> list[str]:
         _status(row),
         _thermal(row),
     ]
+
+
+def _device(row: LlmRow) -> str:
+    """Where the weights went, as the driver names the device, and llama.cpp's count of offloaded layers."""
+    if row.runtime != "llama.cpp":
+        return "CPU"
+    layers = f" {row.offloaded_layers}/{row.layers} layers" if row.layers else ""
+    return f"{row.device or '-'}{layers}"
 
 
 def _status(row: LlmRow) -> str:
@@ -77,6 +86,7 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         "runtime",
         "dtype",
         "weights",
+        "device",
         "pp tok/s",
         "tg tok/s",
         "TTFT ms",

@@ -8,6 +8,11 @@ thermal reading around it, tries until the CV target) -> agreement with eager, m
 llm_results.json and a PNG. A runtime whose logits leave the dtype's tolerance, or whose f32 greedy
 tokens differ from eager's, fails the run (exit 1) after everything was written.
 
+llama.cpp runs once per build chosen (edge.llm.llamacpp_backends, backends.py): the CPU build, and the
+Vulkan build with edge.llm.gpu_layers offloaded (all by default) on whatever Vulkan device its ggml finds
+(lavapipe here, the NVIDIA/AMD/Intel/Mali/Adreno driver elsewhere); each row records where llama.cpp put
+the model (llamacpp_placement) and is checked against the same eager reference.
+
 Tolerance: max |logit - eager| / max |eager logit| over the prompt is at most 1e-4 for f32, 1e-2 for
 f16 and 5e-2 for q8_0 (measured on llama3-debug: 1.5e-5, 4e-4 to 8e-4, 1.1e-2).
 """
@@ -32,6 +37,8 @@ from fleetbench import jsonio
 from fleetbench.config.edge import EdgeLlmConfig
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge.discipline import Watch
+from fleetbench.edge.llm import backends
+from fleetbench.edge.llm.backends import worker_env
 from fleetbench.edge.llm.tolerance import MARGIN, logit_error, quantisation_error, tolerance
 from fleetbench.edge.stability import Stability, supported_percentile
 from fleetbench.errors import UserError
@@ -58,6 +65,12 @@ class LlmRow:
     runtime: str
     dtype: str
     mmap: bool
+    backend: str = "cpu"  # llama.cpp's build: cpu or vulkan (backends.py); the other runtimes run on the CPU
+    gpu_layers: int = 0  # asked for: llama.cpp's n_gpu_layers, -1 all
+    device: str = ""  # the device holding most of the weights, as its driver names it (llama.cpp rows)
+    offloaded_layers: int = 0  # llama.cpp's own count of the layers it put on the GPU device
+    layers: int | None = None  # ... out of (the repeating layers and the output layer); None: a CPU build
+    placement: dict[str, Any] = field(default_factory=dict)  # llamacpp_placement.placement of the load
     ok: bool = False
     error: str | None = None
     load_s: float = float("nan")  # warm: the files in the page cache
@@ -86,6 +99,11 @@ class LlmRow:
     stability: dict[str, Any] = field(default_factory=dict)  # Stability.as_dict of the tries
     thermal: dict[str, Any] = field(default_factory=dict)  # ThermalRecord.summary around the worker
     samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The runtime as metrics and tables name it: llama.cpp for its CPU build, llama.cpp-vulkan, mlx, ..."""
+        return self.runtime if self.backend == "cpu" else f"{self.runtime}-{self.backend}"
 
     @property
     def verdict(self) -> str:
@@ -182,6 +200,7 @@ def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
         text=True,
         timeout=WORKER_TIMEOUT_S,
         check=False,
+        env=worker_env(str(spec.get("backend", "cpu"))),  # the Vulkan build first on its path
     )
     if not out_path.is_file():
         tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
@@ -210,6 +229,9 @@ def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, c
     if not row.ok:
         row.error = str(out.get("error"))
         return
+    where = out.get("placement") or {}
+    row.placement, row.device = where, str(where.get("device", ""))
+    row.offloaded_layers, row.layers = int(where.get("offloaded_layers", 0)), where.get("layers")
     row.load_s, row.cold_load_s = out["load_s"], out["cold_load_s"]
     row.cold_load_page_cache_dropped, row.load_kind = out["cold_load_page_cache_dropped"], out["load_kind"]
     row.rss_after_load_bytes, row.peak_rss_bytes = out["rss_after_load_bytes"], out["peak_rss_bytes"]
@@ -239,7 +261,7 @@ def decode_logits_path(logits_path: Path) -> Path:
 
 
 def _record(bench: BenchmarkRun, row: LlmRow) -> None:
-    ident = {"runtime": row.runtime, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
+    ident = {"runtime": row.label, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
     # NaN percentiles (too few tries to support them) are left out.
     for phase, values in (("pp", row.pp), ("tg", row.tg)):
         for name, value in values.items():
@@ -262,7 +284,7 @@ def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_model_bytes, phase="model_load", **ident)
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.peak_rss_model_bytes, phase="model_peak", **ident)
     if row.mmap:  # agreement does not depend on how the weights were loaded: once per runtime and dtype
-        pair = {"runtime": row.runtime, "dtype": row.dtype}
+        pair = {"runtime": row.label, "dtype": row.dtype}
         bench.metrics.set("fleetbench_edge_llm_logit_error_ratio", row.logit_error, **pair)
         bench.metrics.set("fleetbench_edge_llm_agreement", 1 if row.agrees else 0, **pair)
     bench.add_headline(
@@ -282,17 +304,26 @@ def _measure(
     watch: Watch,
 ) -> list[LlmRow]:
     rows: list[LlmRow] = []
-    plan = [(runtime, dtype, mmap) for (runtime, dtype) in exports for mmap in cfg.mmap]
+    backends = llamacpp_backends(cfg)[0]
+    plan = [
+        (runtime, dtype, backend, mmap)
+        for (runtime, dtype) in exports
+        for backend in (backends if runtime == "llama.cpp" else ["cpu"])
+        for mmap in cfg.mmap
+    ]
     with (
         tempfile.TemporaryDirectory(prefix="fleetbench-llm-") as tmp,
         context.progress.task("edge llm", "measuring ...", total=len(plan)) as task,
     ):
         scratch = Path(tmp)
-        for runtime, dtype, mmap in plan:
-            task.update(f"{runtime} {dtype} {'mmap' if mmap else 'read-in'}")
+        for runtime, dtype, backend, mmap in plan:
+            row = LlmRow(runtime, dtype, mmap, backend, _gpu_layers(cfg, backend))
+            task.update(f"{row.label} {dtype} {'mmap' if mmap else 'read-in'}")
             logits_path = scratch / "logits.npy"
             spec = {
                 "runtime": runtime,
+                "backend": backend,
+                "gpu_layers": row.gpu_layers,
                 "path": str(exports[runtime, dtype]),
                 "mmap": mmap,
                 "threads": _threads(cfg),
@@ -308,7 +339,6 @@ def _measure(
                 "logits_out": str(logits_path),
             }
             out, record = watch.around(functools.partial(_run_worker, spec, scratch))
-            row = LlmRow(runtime, dtype, mmap)
             _fill(row, out, ref, logits_path, cfg.cv_target)
             row.thermal = {**record.summary(), "warnings": record.warnings}
             rows.append(row)
@@ -319,7 +349,7 @@ def _measure(
 def _failures(rows: list[LlmRow]) -> list[str]:
     out = []
     for row in rows:
-        what = f"{row.runtime} {row.dtype} {'mmap' if row.mmap else 'read-in'}"
+        what = f"{row.label} {row.dtype} {'mmap' if row.mmap else 'read-in'}"
         if not row.ok:
             out.append(f"{what}: {row.error}")
         elif not row.agrees:
@@ -343,7 +373,7 @@ def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.runtime}\n{r.dtype} {'mmap' if r.mmap else 'read'}" for r in ok]
+    labels = [f"{r.label}\n{r.dtype} {'mmap' if r.mmap else 'read'}" for r in ok]
     fig, axes = plt.subplots(1, 3, figsize=(4 + 1.4 * len(ok), 4))
     for ax, (title, values) in zip(
         axes,
@@ -354,7 +384,8 @@ def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
         ),
         strict=True,
     ):
-        ax.bar(range(len(ok)), values, color=["#1f77b4" if r.runtime == "llama.cpp" else "#ff7f0e" for r in ok])
+        colours = {"llama.cpp": "#1f77b4", "llama.cpp-vulkan": "#2ca02c"}
+        ax.bar(range(len(ok)), values, color=[colours.get(r.label, "#ff7f0e") for r in ok])
         ax.set_xticks(range(len(ok)), labels, fontsize=7, rotation=60)
         ax.set_title(title, fontsize=9)
     fig.suptitle(
@@ -391,6 +422,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         with context.progress.task("edge llm", "eager reference and exports ..."):
             reference = eager_reference(model, prompt, cfg.agree_tokens)
             exports, skipped = export_all(model, cfg, folder / "llm")
+            skipped += llamacpp_backends(cfg)[1]
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
             quant_errors = {
@@ -433,6 +465,24 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     return result
 
 
+def llamacpp_backends(cfg: EdgeLlmConfig) -> tuple[list[str], list[tuple[str, str]]]:
+    """The llama.cpp builds to run, and those left out with why: as configured (a build that is not
+    installed is refused in _require), else the CPU build, and the Vulkan one where it is installed."""
+    if "llama.cpp" not in cfg.runtimes:
+        return [], []
+    if cfg.llamacpp_backends is not None:
+        return list(cfg.llamacpp_backends), []
+    why = backends.missing("vulkan")
+    return (["cpu"], [("llama.cpp vulkan", why)]) if why else (["cpu", "vulkan"], [])
+
+
+def _gpu_layers(cfg: EdgeLlmConfig, backend: str) -> int:
+    """llama.cpp's n_gpu_layers of a row: none on the CPU build, edge.llm.gpu_layers (unset: all, -1) on a GPU one."""
+    if backend == "cpu":
+        return 0
+    return -1 if cfg.gpu_layers is None else cfg.gpu_layers
+
+
 def _refuse_nothing_measured(cfg: EdgeLlmConfig) -> None:
     """A run whose runtimes read none of its dtypes would measure nothing and look like a success: refused."""
     if any(dtype in DTYPES_OF[runtime] for runtime in cfg.runtimes for dtype in cfg.dtypes):
@@ -462,6 +512,10 @@ def _require(cfg: EdgeLlmConfig) -> None:
                 f"edge.llm.runtimes has {runtime} but {module} is not installed; install the [{extra}] extra ({pip}){build}, "
                 f"or accepted without it: {', '.join(r for r in packages if r != runtime)}"
             )
+    for backend in llamacpp_backends(cfg)[0]:
+        why = backends.missing(backend)
+        if why:
+            raise UserError(f"edge.llm.llamacpp_backends has {backend} but there is {why}; accepted without it: cpu")
     if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
         raise UserError(
             "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [llm] extra (gguf==0.19.0)"

@@ -37,13 +37,18 @@ class Session(Protocol):
 
 
 class LlamaCppSession:
-    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes."""
+    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes,
+    `gpu_layers` offloaded to the build's GPU device (-1: all; a CPU build offloads none). `placement`
+    is where llama.cpp put the model (llamacpp_placement)."""
 
-    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int) -> None:
+    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int, gpu_layers: int = 0) -> None:
         from llama_cpp import Llama
 
+        from fleetbench.edge.llm.llamacpp_placement import LogCapture, devices, placement
+
         self._sink: list[str] = []
-        with native_stderr(self._sink):
+        capture = LogCapture()
+        with native_stderr(self._sink), capture.capturing():
             self.llm = Llama(
                 str(path),
                 n_ctx=context,
@@ -51,11 +56,14 @@ class LlamaCppSession:
                 n_ubatch=batch,
                 n_threads=threads,
                 n_threads_batch=threads,
+                n_gpu_layers=gpu_layers,
                 use_mmap=mmap,
                 logits_all=False,
                 verbose=False,
             )
+        self.placement = placement("".join(capture.text), devices())
         self.path, self.mmap, self.threads, self.context = path, mmap, threads, context
+        self.gpu_layers = gpu_layers
         import llama_cpp
 
         self._c = llama_cpp
@@ -101,6 +109,7 @@ class LlamaCppSession:
                 n_batch=len(tokens),
                 n_ubatch=len(tokens),
                 n_threads=self.threads,
+                n_gpu_layers=self.gpu_layers,  # the agreement runs where the timed passes ran
                 use_mmap=self.mmap,
                 logits_all=True,
                 verbose=False,
@@ -217,10 +226,12 @@ def prepare(runtime: str) -> None:
         mx.set_default_device(mx.cpu)
 
 
-def open_session(runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int) -> Session:
-    """A session of `runtime` on the exported `path`."""
+def open_session(  # noqa: PLR0913 - the worker's spec, field by field; gpu_layers only llama.cpp reads
+    runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int, gpu_layers: int = 0
+) -> Session:
+    """A session of `runtime` on the exported `path` (`gpu_layers`: llama.cpp's offload, -1 all)."""
     if runtime == "llama.cpp":
-        return LlamaCppSession(path, mmap, threads, context, batch)
+        return LlamaCppSession(path, mmap, threads, context, batch, gpu_layers)
     if runtime == "executorch":
         return ExecuTorchSession(path, mmap, threads)
     if runtime == "mlx":

@@ -1,0 +1,48 @@
+"""Which llama.cpp build a llama.cpp row runs: the CPU build installed in the environment, or the Vulkan build
+installed beside it in a folder of its own.
+
+Both builds are llama-cpp-python of the same pinned version from the same vendored llama.cpp sources; they
+cannot share one site-packages (both are the module `llama_cpp`), so `make setup` installs the Vulkan one
+with `pip install --target VENV/llama-vulkan` and the worker process of a Vulkan row finds it first on its
+PYTHONPATH. A worker is a process of its own, so each row loads exactly one libllama/libggml.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import get_args
+
+from fleetbench.config.edge import LlamaBackend
+
+LLAMA_BACKENDS: tuple[str, ...] = get_args(LlamaBackend)
+# where `make setup` installs the Vulkan build (scripts/setup.sh), unless FLEETBENCH_LLAMA_VULKAN names another folder
+VULKAN_FOLDER = "llama-vulkan"
+
+
+def vulkan_site() -> Path:
+    """The folder holding the Vulkan build's `llama_cpp` package."""
+    named = os.environ.get("FLEETBENCH_LLAMA_VULKAN")
+    return Path(named) if named else Path(sys.prefix) / VULKAN_FOLDER
+
+
+def missing(backend: str) -> str | None:
+    """Why `backend`'s build is not installed, or None where it is."""
+    if backend == "cpu":
+        return None
+    site = vulkan_site()
+    if (site / "llama_cpp" / "lib").is_dir():
+        return None
+    return (
+        f"no Vulkan build of llama-cpp-python in {site}: `make setup` builds it once where glslc and "
+        "libvulkan-dev are installed (or set FLEETBENCH_LLAMA_VULKAN to the folder of one)"
+    )
+
+
+def worker_env(backend: str) -> dict[str, str] | None:
+    """The environment of a worker running `backend`: the Vulkan build first on PYTHONPATH; None: inherit."""
+    if backend == "cpu":
+        return None
+    paths = [str(vulkan_site()), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
