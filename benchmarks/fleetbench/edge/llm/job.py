@@ -503,9 +503,11 @@ def _require(cfg: EdgeLlmConfig) -> None:
         "mlx": ("mlx", "llm", "mlx[cpu]==0.32.4"),
         "executorch": ("executorch", "mobile", "executorch==1.5.1"),
     }
+    # llama.cpp's Vulkan rows run their own build (checked below): only its CPU rows need the module here
+    cpu_llama = "cpu" in llamacpp_backends(cfg)[0]
     for runtime in cfg.runtimes:
         module, extra, pip = packages[runtime]
-        if importlib.util.find_spec(module) is None:
+        if (runtime != "llama.cpp" or cpu_llama) and importlib.util.find_spec(module) is None:
             # llama-cpp-python ships only sources: `make setup` (the [llm] extra) builds it once, minutes
             build = " (`make setup` builds it once: about 5-10 minutes on 2 cores)" if runtime == "llama.cpp" else ""
             raise UserError(
