@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import get_args
 
 from fleetbench.config.edge import LlamaBackend
+from fleetbench.envvars import LLAMA_VULKAN_ENV
 
 LLAMA_BACKENDS: tuple[str, ...] = get_args(LlamaBackend)
 # where `make setup` installs the Vulkan build (scripts/setup.sh), unless FLEETBENCH_LLAMA_VULKAN names another folder
@@ -23,7 +24,7 @@ VULKAN_FOLDER = "llama-vulkan"
 
 def vulkan_site() -> Path:
     """The folder holding the Vulkan build's `llama_cpp` package."""
-    named = os.environ.get("FLEETBENCH_LLAMA_VULKAN")
+    named = os.environ.get(LLAMA_VULKAN_ENV)
     return Path(named) if named else Path(sys.prefix) / VULKAN_FOLDER
 
 
