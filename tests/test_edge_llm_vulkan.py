@@ -29,7 +29,7 @@ from fleetbench.edge.llm.job import (
     eager_reference,
 )
 from fleetbench.edge.llm.source import build_llama
-from fleetbench.edge.llm.tolerance import quantisation_error
+from fleetbench.edge.llm.tolerance import F32_TOLERANCE, quantisation_error, tolerance
 from fleetbench.results.store import read_records
 
 needs_vulkan_build = pytest.mark.skipif(
@@ -71,12 +71,14 @@ def _model_and_reference(dtype: str) -> tuple[torch.nn.Module, list[int], Refere
     model = build_llama("llama3-debug", seed=2, overrides=SMALL)
     prompt = torch.randint(0, 2048, (24,), generator=torch.Generator().manual_seed(0)).tolist()
     logits, greedy = eager_reference(model, prompt, 6)
-    own = quantisation_error(model, prompt, logits, "llama.cpp", dtype)
-    return model, prompt, Reference(logits, greedy, {("llama.cpp", dtype): own})
+    errors = {("llama.cpp", d): quantisation_error(model, prompt, logits, "llama.cpp", d) for d in {dtype, "f16"}}
+    return model, prompt, Reference(logits, greedy, errors)
 
 
 @pytest.mark.parametrize("dtype", ["f32", "q8_0"])
-def test_vulkan_rows_agree_with_eager_and_a_wrong_weight_fails_them(dtype: str, tmp_path: Path) -> None:
+def test_vulkan_rows_agree_with_eager_and_a_wrong_weight_fails_them(
+    dtype: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     model, prompt, ref = _model_and_reference(dtype)
     row = _row(export_gguf(model, tmp_path / "right.gguf", dtype), dtype, prompt, ref, -1, tmp_path)  # type: ignore[arg-type]
     assert row.agrees, (row.logit_error, row.decode_logit_error, row.tolerance, row.greedy_equal)
@@ -84,6 +86,12 @@ def test_vulkan_rows_agree_with_eager_and_a_wrong_weight_fails_them(dtype: str, 
     vulkan = [d for d in row.placement["devices_registered"] if d["name"].startswith("Vulkan")]
     assert vulkan and row.device == vulkan[0]["description"]  # the driver's name (llvmpipe on lavapipe)
     assert row.placement["build"].endswith("llama-vulkan/llama_cpp")
+    if dtype == "f32":  # the widened tolerance is f16 arithmetic's (tolerance.ARITHMETIC_DTYPE), nothing else
+        assert row.tolerance == tolerance(ref.quant_errors["llama.cpp", "f16"])
+        monkeypatch.setenv("GGML_VK_DISABLE_F16", "1")
+        exact = _row(tmp_path / "right.gguf", dtype, prompt, ref, -1, tmp_path)
+        assert max(exact.logit_error, exact.decode_logit_error) <= F32_TOLERANCE
+        monkeypatch.delenv("GGML_VK_DISABLE_F16")
     # the same check refuses a wrong export on Vulkan: two tokens' embedding rows swapped
     with torch.no_grad():
         embedding = model.tok_embeddings.weight  # type: ignore[union-attr]
@@ -109,7 +117,7 @@ def test_gpu_layers_zero_keeps_the_weights_on_the_cpu_and_the_record_says_so(tmp
 def test_cpu_and_vulkan_rows_side_by_side(tmp_path: Path) -> None:
     done = run_cli(
         "edge", "llm", "--quick", "--results-dir", str(tmp_path), "--dtypes", "f32", "--threads", "1",
-        "--runtimes", "llama.cpp", "--set", "edge.llm.mmap=[true]", "--set", "edge.llm.max_tries=1",
+        "--runtimes", "llama.cpp", "--set", "edge.llm.mmap=[true]", "--set", "edge.llm.min_tries=1", "--set", "edge.llm.max_tries=1",
         "--set", "edge.thermal_sources=[]", "--set", "edge.cooldown_s=0", env={"COLUMNS": "220"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
@@ -119,5 +127,6 @@ def test_cpu_and_vulkan_rows_side_by_side(tmp_path: Path) -> None:
     assert rows["cpu"]["offloaded_layers"] == 0 and rows["vulkan"]["offloaded_layers"] == rows["vulkan"]["layers"]
     [record] = read_records(next(tmp_path.glob("*/records.jsonl")).parent)
     assert {h.labels["runtime"] for h in record.headline} == {"llama.cpp", "llama.cpp-vulkan"}
-    table = [line for line in done.stdout.splitlines() if line.lstrip().startswith("llama.cpp")]
+    shown = (done.stdout + done.stderr).splitlines()
+    table = [line for line in shown if line.lstrip().startswith("llama.cpp")]
     assert len(table) == 2 and rows["vulkan"]["device"].split()[0] in table[1]

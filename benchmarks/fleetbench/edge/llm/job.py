@@ -39,7 +39,14 @@ from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge.discipline import Watch
 from fleetbench.edge.llm import backends
 from fleetbench.edge.llm.backends import worker_env
-from fleetbench.edge.llm.tolerance import MARGIN, logit_error, quantisation_error, tolerance
+from fleetbench.edge.llm.tolerance import (
+    ARITHMETIC_DTYPE,
+    MARGIN,
+    logit_error,
+    quantisation_error,
+    row_error,
+    tolerance,
+)
 from fleetbench.edge.stability import Stability, supported_percentile
 from fleetbench.errors import UserError
 from fleetbench.job import Job, JobFailed, JobResult, RunContext
@@ -223,8 +230,8 @@ def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, c
     """The worker's output `out` on `row`: figures, stability, and agreement with eager's logits and greedy
     tokens within the tolerance derived from the export's own error."""
     reference, greedy = ref.logits, ref.greedy
-    quant_error = ref.quant_errors[row.runtime, row.dtype]
-    row.quantisation_error, row.tolerance = quant_error, tolerance(quant_error)
+    row.quantisation_error = ref.quant_errors[row.runtime, row.dtype]
+    row.tolerance = tolerance(row_error(ref.quant_errors, row.runtime, row.dtype, row.backend))
     row.ok = bool(out.get("ok"))
     if not row.ok:
         row.error = str(out.get("error"))
@@ -356,10 +363,16 @@ def _failures(rows: list[LlmRow]) -> list[str]:
             out.append(
                 f"{what}: logits off eager by {row.logit_error:.2e} (decode path {row.decode_logit_error:.2e}) "
                 "of their range (tolerance "
-                f"{row.tolerance:.1e}, {MARGIN:g}x the export's own {row.quantisation_error:.1e}), greedy "
+                f"{row.tolerance:.1e}, {MARGIN:g}x the export's own {row.quantisation_error:.1e}"
+                f"{_arithmetic(row)}), greedy "
                 f"{row.greedy_equal}/{row.greedy_total} equal"
             )
     return out
+
+
+def _arithmetic(row: LlmRow) -> str:
+    dtype = ARITHMETIC_DTYPE.get(row.backend)
+    return f" or {dtype} arithmetic's on {row.backend}" if dtype else ""
 
 
 def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
@@ -425,10 +438,14 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
             skipped += llamacpp_backends(cfg)[1]
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
-            quant_errors = {
-                (runtime, dtype): quantisation_error(model, prompt, reference[0], runtime, dtype)
-                for runtime, dtype in exports
-            }
+        # each export's own error, and the arithmetic's of the GPU builds that run (tolerance.row_error)
+        pairs = set(exports) | {
+            ("llama.cpp", ARITHMETIC_DTYPE[b]) for b in llamacpp_backends(cfg)[0] if b in ARITHMETIC_DTYPE
+        }
+        quant_errors = {
+            (runtime, dtype): quantisation_error(model, prompt, reference[0], runtime, dtype)
+            for runtime, dtype in pairs
+        }
         watch = Watch.start(config.edge)
         ref = Reference(reference[0], reference[1], quant_errors)
         rows = _measure(cfg, exports, prompt, ref, context, watch)
