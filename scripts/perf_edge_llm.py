@@ -79,7 +79,7 @@ def vulkan_build() -> Path | None:
 def build_vulkan_llama_bench(build: Path) -> Path:
     """llama-bench in the Vulkan wheel's own CMake folder: its tools switched on, only llama-bench (and the
     common library it links) compiled; ggml and llama are the wheel's objects, already built."""
-    subprocess.run(["cmake", "-B", str(build), "-DLLAMA_BUILD_TOOLS=ON"], check=True)
+    subprocess.run(["cmake", "-DLLAMA_BUILD_TOOLS=ON", str(build)], check=True)  # the folder: its cached source
     subprocess.run(["cmake", "--build", str(build), "--target", "llama-bench", "-j", str(os.cpu_count())], check=True)
     binary = next(build.rglob("bin/llama-bench"), None)
     if binary is None:
@@ -157,6 +157,8 @@ def ours(path: Path, threads: int, scratch: Path, backend: str = "cpu") -> tuple
         "max_tries": REPEATS,
         "cv_target": 1.0,
         "logits_out": str(scratch / "logits.npy"),
+        "decode_check_tokens": 1,
+        "decode_logits_out": str(scratch / "decode_logits.npy"),
     }
     out = _run_worker(spec, scratch)
     if not out.get("ok"):
@@ -276,7 +278,12 @@ def bench_for(backend: str) -> tuple[Path, dict[str, str]] | str:
             f"llama-bench is not built: `python scripts/perf_edge_llm.py --build` builds it once in {where} (minutes)"
         )
     env = on_wheel_libraries(binary, backend)
-    return env if isinstance(env, str) else (binary, env)
+    if isinstance(env, str):
+        return env
+    from fleetbench.edge.llm.backends import VISIBLE_DEVICES, worker_env
+
+    chosen = (worker_env(backend) or {}).get(VISIBLE_DEVICES)  # the device fleetbench's worker gets (lavapipe)
+    return binary, {**env, VISIBLE_DEVICES: chosen} if chosen else env
 
 
 def compare(
