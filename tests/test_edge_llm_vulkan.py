@@ -130,3 +130,22 @@ def test_cpu_and_vulkan_rows_side_by_side(tmp_path: Path) -> None:
     shown = (done.stdout + done.stderr).splitlines()
     table = [line for line in shown if line.lstrip().startswith("llama.cpp")]
     assert len(table) == 2 and rows["vulkan"]["device"].split()[0] in table[1]
+
+
+def test_vulkan_f16_is_left_out_by_default_with_why_and_judged_when_asked_for(tmp_path: Path) -> None:
+    """No tolerance is derived for ggml-vulkan's f16 accumulation (tolerance.UNDERIVED): a default run says
+    so instead of a row; asked for by name, the row runs and the check judges it as any other."""
+    quick = ["--quick", "--dtypes", "f16", "--threads", "1", "--runtimes", "llama.cpp", "--set", "edge.llm.mmap=[true]",
+             "--set", "edge.llm.min_tries=1", "--set", "edge.llm.max_tries=1", "--set", "edge.thermal_sources=[]",
+             "--set", "edge.cooldown_s=0"]  # fmt: skip
+    default = run_cli("edge", "llm", *quick, "--results-dir", str(tmp_path / "default"))
+    assert default.returncode == 0, default.stderr[-2000:]
+    assert "skipped llama.cpp vulkan f16: ggml-vulkan accumulates" in default.stdout + default.stderr
+    [row] = json.loads(next(tmp_path.glob("default/*/edge/llm_results.json")).read_text())["rows"]
+    assert row["backend"] == "cpu" and row["agrees"]
+    asked = run_cli("edge", "llm", *quick, "--backend", "vulkan", "--results-dir", str(tmp_path / "asked"))
+    [row] = json.loads(next(tmp_path.glob("asked/*/edge/llm_results.json")).read_text())["rows"]
+    assert row["backend"] == "vulkan" and row["ok"]
+    # judged, not waved through: on a device with f16 arithmetic (lavapipe) it lands outside the tolerance
+    assert asked.returncode == (0 if row["agrees"] else 1)
+    assert row["agrees"] == (max(row["logit_error"], row["decode_logit_error"]) <= row["tolerance"])

@@ -42,6 +42,7 @@ from fleetbench.edge.llm.backends import worker_env
 from fleetbench.edge.llm.tolerance import (
     ARITHMETIC_DTYPE,
     MARGIN,
+    UNDERIVED,
     logit_error,
     quantisation_error,
     row_error,
@@ -317,6 +318,7 @@ def _measure(
         for (runtime, dtype) in exports
         for backend in (backends if runtime == "llama.cpp" else ["cpu"])
         for mmap in cfg.mmap
+        if not _underived(cfg, backend, dtype)
     ]
     with (
         tempfile.TemporaryDirectory(prefix="fleetbench-llm-") as tmp,
@@ -436,6 +438,12 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
             reference = eager_reference(model, prompt, cfg.agree_tokens)
             exports, skipped = export_all(model, cfg, folder / "llm")
             skipped += llamacpp_backends(cfg)[1]
+            skipped += [
+                (f"llama.cpp {b} {d}", UNDERIVED[b, d])
+                for (r, d) in exports
+                for b in llamacpp_backends(cfg)[0]
+                if r == "llama.cpp" and _underived(cfg, b, d)
+            ]
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
         # each export's own error, and the arithmetic's of the GPU builds that run (tolerance.row_error)
@@ -491,6 +499,11 @@ def llamacpp_backends(cfg: EdgeLlmConfig) -> tuple[list[str], list[tuple[str, st
         return list(cfg.llamacpp_backends), []
     why = backends.missing("vulkan")
     return (["cpu"], [("llama.cpp vulkan", why)]) if why else (["cpu", "vulkan"], [])
+
+
+def _underived(cfg: EdgeLlmConfig, backend: str, dtype: str) -> bool:
+    """Whether a default run leaves (backend, dtype) out: no tolerance is derived for its arithmetic."""
+    return cfg.llamacpp_backends is None and (backend, dtype) in UNDERIVED
 
 
 def _gpu_layers(cfg: EdgeLlmConfig, backend: str) -> int:
