@@ -204,7 +204,7 @@ llama_cpp_vulkan() {
     fi
     say "built llama.cpp with Vulkan: $(cat "$build.time")"
   fi
-  wheel=$(ls "$wheelhouse"/llama_cpp_python-"$version"-*.whl | head -n1)
+  wheel=$(compgen -G "$wheelhouse/llama_cpp_python-$version-*.whl" | head -n1)
   target="$VENV/llama-vulkan"
   [ "$(cat "$target/.fleetbench-wheel" 2>/dev/null)" = "$wheel" ] && return 0
   rm -rf "$target"
