@@ -312,11 +312,11 @@ def _measure(
     watch: Watch,
 ) -> list[LlmRow]:
     rows: list[LlmRow] = []
-    backends = llamacpp_backends(cfg)[0]
+    builds = llamacpp_backends(cfg)[0]
     plan = [
         (runtime, dtype, backend, mmap)
         for (runtime, dtype) in exports
-        for backend in (backends if runtime == "llama.cpp" else ["cpu"])
+        for backend in (builds if runtime == "llama.cpp" else ["cpu"])
         for mmap in cfg.mmap
         if not _underived(cfg, backend, dtype)
     ]
