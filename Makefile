@@ -115,7 +115,7 @@ edge: setup ## edge GPU kernels (Vulkan/Metal via wgpu; lavapipe here), MPS, Exe
 	@$(FB) edge llm --results-dir $(RESULTS) $(LLM_ARGS)
 
 LLM_ARGS ?=
-edge-llm: setup ## the llama model in llama.cpp, MLX and ExecuTorch side by side: pp/tg tok/s, TTFT, load mmap/read-in, RSS, agreement (LLM_ARGS)
+edge-llm: setup ## the llama model in llama.cpp (CPU and Vulkan builds), MLX and ExecuTorch side by side: pp/tg tok/s, TTFT, load mmap/read-in, RSS, agreement (LLM_ARGS)
 	@$(FB) edge llm --results-dir $(RESULTS) $(LLM_ARGS)
 
 # The cuda variant: trainer and profiler build offline (torch's CUDA wheels on the local base); the

@@ -32,6 +32,13 @@
 #   edge-peak      the FMA peak probes alone, sized to the GPU (edge.peak_dispatch_s=0.1) beside
 #                  gemm_vec4_spirv at 4096: scripts/edge_peak_check.py fails the stage when the best f32
 #                  probe is under 70 % of the vendor's FP32 peak or a GEMM/peak ratio above 1 was published
+#   edge-llm       fleetbench edge llm, llama.cpp's Vulkan build only (every layer offloaded), on the
+#                  NVIDIA Vulkan driver: f32 and q8_0 rows with their agreement against eager PyTorch;
+#                  the stage fails when a row disagrees or ran on another device than the NVIDIA GPU
+#                  (the device llama.cpp names is printed). The build is VENV/llama-vulkan (make setup),
+#                  $FLEETBENCH_LLAMA_VULKAN, or a carried .whl/llama-vulkan/llama_cpp_python-*.whl
+#                  installed into /tmp/llama-vulkan; skipped, with its reason, without one of them or
+#                  without an NVIDIA Vulkan adapter
 #   report         the report from the stages' statuses and the runs' records
 # A failed stage does not stop the others; the report lists it with the end of its output, and the
 # script exits 1 when any stage failed. `--dry-run` prints every command and runs none (no GPU needed).
@@ -62,7 +69,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --dry-run) DRY=1 ;;
     --out) OUT_DIR=${2:?--out needs a folder}; shift ;;
-    -h | --help) sed -n '2,47p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,54p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1; accepted: --dry-run, --out DIR" >&2; exit 2 ;;
   esac
   shift
@@ -285,6 +292,33 @@ stage_edge_peak() {
     run "$PY" scripts/edge_peak_check.py "$RESULTS/$RUN-edge-peak/edge_results.json" "${gpu:-unknown}"
 }
 
+stage_edge_llm() {
+  local rc=0 wheel why
+  fb 60 edge info --backend vulkan --adapter NVIDIA || rc=$?
+  [ "$rc" -eq 124 ] && return 124
+  if [ "$rc" -ne 0 ]; then
+    skip "no NVIDIA Vulkan adapter here"
+    return 0
+  fi
+  wheel=$(compgen -G ".whl/llama-vulkan/llama_cpp_python-*.whl" | head -n 1)
+  if [ -z "${FLEETBENCH_LLAMA_VULKAN:-}" ] && [ -n "$wheel" ]; then
+    run "$PY" -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/llama-vulkan "$wheel" || return $?
+    export FLEETBENCH_LLAMA_VULKAN=/tmp/llama-vulkan
+  fi
+  if [ "$DRY" = 0 ] && ! why=$("$PY" -c "$VULKAN_BUILD" 2>&1); then
+    skip "$why"
+    return 0
+  fi
+  fb 300 edge llm --runtimes llama.cpp --backend vulkan --dtypes f32,q8_0 --quick --set 'edge.llm.mmap=[true]' \
+    --set edge.cooldown_s=0 --results-dir "$RESULTS" --run-id "$RUN-llm" &&
+    run "$PY" -c "$LLM_ON_NVIDIA" "$RESULTS/$RUN-llm/edge/llm_results.json"
+}
+
+# Exits with the reason when no Vulkan build of llama-cpp-python is installed (fleetbench.edge.llm.backends).
+VULKAN_BUILD='import sys; from fleetbench.edge.llm.backends import missing; why = missing("vulkan"); sys.exit(why) if why else None'
+# Prints each row's device and figures; exits non-zero unless every row ran on the NVIDIA GPU and agrees.
+LLM_ON_NVIDIA='import json, sys; rows = json.load(open(sys.argv[1]))["rows"]; [print(r["runtime"], r["backend"], r["dtype"], "device:", r["device"], "layers", str(r["offloaded_layers"]) + "/" + str(r["layers"]), "pp", r["pp"].get("p50"), "tg", r["tg"].get("p50"), "tok/s, agrees:", r["agrees"]) for r in rows]; bad = [r["dtype"] for r in rows if not (r["ok"] and r["agrees"] and "NVIDIA" in r["device"].upper())]; sys.exit(f"rows off the NVIDIA GPU or wrong: {bad}" if bad or not rows else 0)'
+
 # Prints the shapes the driver offers and the GEMMs' GFLOP/s; exits non-zero when gemm_coopmat was skipped.
 COOPMAT_RAN='import json, sys; r = json.load(open(sys.argv[1])); c = r["cooperative_matrix"]; print("cooperative-matrix shapes:", c["shapes"], "chosen:", c["shape"]); [print(k["kernel"], k["dtype"], k["size"], "GFLOP/s", round((k["flop_per_second"] or 0) / 1e9, 1)) for k in r["kernels"]]; sys.exit("gemm_coopmat skipped: " + c["skipped"] if c["skipped"] else 0)'
 
@@ -311,6 +345,7 @@ stage profile stage_profile
 stage ncu stage_ncu
 stage edge stage_edge
 stage edge-peak stage_edge_peak
+stage edge-llm stage_edge_llm
 CURRENT=report
 printf '\n== report\n'
 stage_report

@@ -15,9 +15,16 @@ what it measures. Each row also gives a 95 % bootstrap interval of that median (
 says whether the whole interval lies within 0.9-1.1 ("within"), entirely outside it ("outside"), or
 straddles a bound ("undecided": the machine was too noisy for this run to tell).
 
-PERF_LLM_THREADS sets the threads (default 1). llama-bench is looked for at $LLAMA_BENCH, then ~/.cache/fleetbench/build/llama-bench-shared/bin/llama-bench;
-`--build` builds it there (minutes). Not a test: prints the table and exits 0 (also when llama-bench or
-llama-cpp-python is missing: it says why).
+The same for llama.cpp's Vulkan build (`make setup` installs it where glslc and the Vulkan headers exist):
+fleetbench's Vulkan rows (every layer offloaded) against a llama-bench built in that build's own CMake
+folder (`-ngl 99`), on the Vulkan wheel's libraries; here that runs on lavapipe, on a lent GPU on its
+driver.
+
+PERF_LLM_THREADS sets the thread counts, a comma list (default: 1 and the CPUs this process may use, the
+default of `fleetbench edge llm` and of llama-bench). llama-bench is looked for at $LLAMA_BENCH, then
+~/.cache/fleetbench/build/llama-bench-shared/bin/llama-bench (CPU), and in the Vulkan build's folder;
+`--build` builds the missing ones there (minutes). PERF_LLM_BACKENDS limits the builds (cpu,vulkan).
+Not a test: prints the table and exits 0 (also when llama-bench or llama-cpp-python is missing: it says why).
 """
 
 from __future__ import annotations
@@ -48,12 +55,36 @@ BUILD = CACHE / "build" / "llama-bench-shared"
 console = Console()
 
 
-def llama_bench() -> Path | None:
-    """The llama-bench binary, or None."""
+def llama_bench(backend: str = "cpu") -> Path | None:
+    """The llama-bench binary of `backend`'s build, or None."""
+    if backend == "vulkan":
+        build = vulkan_build()
+        binary = build / "bin" / "llama-bench" if build else None
+        return binary if binary and binary.is_file() else None
     for candidate in (os.environ.get("LLAMA_BENCH"), BUILD / "bin" / "llama-bench"):
         if candidate and Path(candidate).is_file():
             return Path(candidate)
     return None
+
+
+def vulkan_build() -> Path | None:
+    """The CMake folder the installed Vulkan wheel was built in (scripts/setup.sh notes it), or None."""
+    from fleetbench.edge.llm.backends import vulkan_site
+
+    noted = vulkan_site() / ".fleetbench-build"
+    build = Path(noted.read_text().strip()) if noted.is_file() else None
+    return build if build and (build / "CMakeCache.txt").is_file() else None
+
+
+def build_vulkan_llama_bench(build: Path) -> Path:
+    """llama-bench in the Vulkan wheel's own CMake folder: its tools switched on, only llama-bench (and the
+    common library it links) compiled; ggml and llama are the wheel's objects, already built."""
+    subprocess.run(["cmake", "-DLLAMA_BUILD_TOOLS=ON", str(build)], check=True)  # the folder: its cached source
+    subprocess.run(["cmake", "--build", str(build), "--target", "llama-bench", "-j", str(os.cpu_count())], check=True)
+    binary = next(build.rglob("bin/llama-bench"), None)
+    if binary is None:
+        raise RuntimeError(f"cmake built no llama-bench under {build}")
+    return binary
 
 
 def build_llama_bench() -> Path:
@@ -78,36 +109,43 @@ def build_llama_bench() -> Path:
     return BUILD / "bin" / "llama-bench"
 
 
-def wheel_libraries() -> Path:
+def wheel_libraries(backend: str = "cpu") -> Path:
     """The folder of the libllama and libggml that llama-cpp-python loads (and fleetbench's worker runs)."""
+    if backend == "vulkan":
+        from fleetbench.edge.llm.backends import vulkan_site
+
+        return (vulkan_site() / "llama_cpp" / "lib").resolve()
     import llama_cpp
 
     return Path(llama_cpp.__file__).resolve().parent / "lib"
 
 
-def on_wheel_libraries(binary: Path) -> dict[str, str] | str:
+def on_wheel_libraries(binary: Path, backend: str = "cpu") -> dict[str, str] | str:
     """llama-bench's environment with the wheel's libraries first, or why the binary would load another
     libllama (a static build, or one with an rpath): the row would then compare two builds, not two callers.
     The binary's own folder comes after them, for what only llama-bench has (its impl and common libraries)."""
-    folders = (str(wheel_libraries()), str(binary.parent), os.environ.get("LD_LIBRARY_PATH"))
+    libraries = wheel_libraries(backend)
+    folders = (str(libraries), str(binary.parent), os.environ.get("LD_LIBRARY_PATH"))
     found = os.pathsep.join(filter(None, folders))
     env = {**os.environ, "LD_LIBRARY_PATH": found}
     linked = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, env=env, check=False).stdout
     lib = next((line.split("=>")[1].split("(")[0].strip() for line in linked.splitlines() if "libllama.so" in line), "")
-    if not lib or Path(lib).resolve().parent != wheel_libraries():
+    if not lib or Path(lib).resolve().parent != libraries:
         return (
-            f"{binary} loads libllama from {lib or 'nowhere (a static build)'}, not from {wheel_libraries()}: "
+            f"{binary} loads libllama from {lib or 'nowhere (a static build)'}, not from {libraries}: "
             f"rebuild it with --build (shared libraries, no rpath)"
         )
     return env
 
 
-def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
+def ours(path: Path, threads: int, scratch: Path, backend: str = "cpu") -> tuple[float, float]:
     """(pp, tg) tokens/s of one fleetbench measurement: the edge llm worker, one try after its warm-up."""
     from fleetbench.edge.llm.job import _run_worker
 
     spec = {
         "runtime": "llama.cpp",
+        "backend": backend,
+        "gpu_layers": 0 if backend == "cpu" else -1,
         "path": str(path),
         "mmap": True,
         "threads": threads,
@@ -119,6 +157,8 @@ def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
         "max_tries": REPEATS,
         "cv_target": 1.0,
         "logits_out": str(scratch / "logits.npy"),
+        "decode_check_tokens": 1,
+        "decode_logits_out": str(scratch / "decode_logits.npy"),
     }
     out = _run_worker(spec, scratch)
     if not out.get("ok"):
@@ -126,10 +166,10 @@ def ours(path: Path, threads: int, scratch: Path) -> tuple[float, float]:
     return statistics.median(out["pp_tokens_per_s"]), statistics.median(out["tg_tokens_per_s"])
 
 
-def theirs(binary: Path, path: Path, threads: int, env: dict[str, str]) -> tuple[float, float]:
+def theirs(binary: Path, path: Path, threads: int, env: dict[str, str], backend: str = "cpu") -> tuple[float, float]:
     """(pp, tg) tokens/s of llama-bench on the same file: the median of its REPEATS samples (after its own
     warm-up run), both from an empty context as fleetbench's tries; flash attention off, as
-    llama-cpp-python's default."""
+    llama-cpp-python's default; on a GPU build every layer offloaded, as fleetbench's default."""
     done = subprocess.run(
         [
             str(binary),
@@ -145,6 +185,8 @@ def theirs(binary: Path, path: Path, threads: int, env: dict[str, str]) -> tuple
             str(REPEATS),
             "-fa",
             "0",
+            "-ngl",
+            "0" if backend == "cpu" else "99",
             "-o",
             "json",
         ],
@@ -154,6 +196,8 @@ def theirs(binary: Path, path: Path, threads: int, env: dict[str, str]) -> tuple
         env=env,
     )
     tests = json.loads(done.stdout)
+    if backend == "vulkan" and not all("Vulkan" in str(t.get("backends", "")) for t in tests):
+        raise RuntimeError(f"llama-bench ran on {tests[0].get('backends')}, not on Vulkan")
     pp = next(t["samples_ts"] for t in tests if t["n_prompt"] == PP and t["n_gen"] == 0)
     tg = next(t["samples_ts"] for t in tests if t["n_gen"] == TG and t["n_prompt"] == 0)
     return float(statistics.median(pp)), float(statistics.median(tg))
@@ -188,25 +232,64 @@ def main() -> int:
             )
         )
         return 0
-    binary = llama_bench()
-    if binary is None and "--build" in sys.argv:
-        binary = build_llama_bench()
-    if binary is None:
-        console.print(f"perf_edge_llm: no llama-bench (set LLAMA_BENCH, or run with --build to build it in {BUILD})")
-        reason = "llama-bench is not built: `python scripts/perf_edge_llm.py --build` builds it once (about 5 minutes)"
-        perfkit.emit(perfkit.skipped("edge llm: llama.cpp / llama-bench tok/s", TARGET, reason))
-        return 0
-    env = on_wheel_libraries(binary)
-    if isinstance(env, str):
-        console.print(f"perf_edge_llm: {env}; no figures")
-        perfkit.emit(perfkit.skipped("edge llm: llama.cpp / llama-bench tok/s", TARGET, env))
-        return 0
+    from fleetbench.config.edge import EdgeLlmConfig
     from fleetbench.edge.llm.gguf_export import export_gguf
+    from fleetbench.edge.llm.job import _threads
     from fleetbench.edge.llm.source import build_llama
 
-    # One thread by default: on shared cores llama.cpp's spinning thread barriers collapse when another
-    # process takes a core (llama-bench tg32 here: 500 tok/s on 1 thread, 28 on 2, at load average 9)
-    threads = int(os.environ.get("PERF_LLM_THREADS", "1"))
+    # 1 thread, and the default of `fleetbench edge llm` (the CPUs this process may use). On shared cores
+    # llama.cpp's spinning thread barriers collapse when another process takes a core (llama-bench tg32
+    # here: 500 tok/s on 1 thread, 28 on 2, at load average 9): the rounds alternate so both sides see it.
+    default = str(_threads(EdgeLlmConfig()))
+    threads = sorted({int(t) for t in os.environ.get("PERF_LLM_THREADS", f"1,{default}").split(",")})
+    wanted = os.environ.get("PERF_LLM_BACKENDS", "cpu,vulkan").split(",")
+    model = build_llama("llama3-debug", seed=0)
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        paths = {dtype: export_gguf(model, scratch / f"model-{dtype}.gguf", dtype) for dtype in ("q8_0", "f32")}  # type: ignore[arg-type]
+        for backend in wanted:
+            ready = bench_for(backend)
+            if isinstance(ready, str):
+                console.print(f"perf_edge_llm: {backend}: {ready}")
+                perfkit.emit(perfkit.skipped(f"edge llm: llama.cpp {backend} / llama-bench tok/s", TARGET, ready))
+                continue
+            for count in threads:
+                compare(backend, *ready, paths, count, scratch)
+    return 0
+
+
+def bench_for(backend: str) -> tuple[Path, dict[str, str]] | str:
+    """`backend`'s llama-bench and its environment on the wheel's libraries, built with --build where it
+    is missing; or why there is none."""
+    from fleetbench.edge.llm.backends import missing
+
+    why = missing(backend)
+    if why:
+        return why
+    binary = llama_bench(backend)
+    if binary is None and "--build" in sys.argv:
+        if backend == "cpu":
+            binary = build_llama_bench()
+        elif (build := vulkan_build()) is not None:
+            binary = build_vulkan_llama_bench(build)
+    if binary is None:
+        where = BUILD if backend == "cpu" else "the Vulkan build's CMake folder"
+        return (
+            f"llama-bench is not built: `python scripts/perf_edge_llm.py --build` builds it once in {where} (minutes)"
+        )
+    env = on_wheel_libraries(binary, backend)
+    if isinstance(env, str):
+        return env
+    from fleetbench.edge.llm.backends import VISIBLE_DEVICES, worker_env
+
+    chosen = (worker_env(backend) or {}).get(VISIBLE_DEVICES)  # the device fleetbench's worker gets (lavapipe)
+    return binary, {**env, VISIBLE_DEVICES: chosen} if chosen else env
+
+
+def compare(
+    backend: str, binary: Path, env: dict[str, str], paths: dict[str, Path], threads: int, scratch: Path
+) -> None:
+    """The rows of one build and thread count: fleetbench and llama-bench alternating round by round."""
     cpu = next(
         (
             line.split(":", 1)[1].strip()
@@ -216,47 +299,43 @@ def main() -> int:
         "?",
     )
     table = Table(
-        title=f"fleetbench perf, edge llm: llama.cpp pp{PP} tg{TG}, {threads} thread{'s' if threads != 1 else ''}, {cpu} (median of {ROUNDS} rounds' ratios)"
+        title=f"fleetbench perf, edge llm: llama.cpp {backend} pp{PP} tg{TG}, {threads} thread{'s' if threads != 1 else ''}, {cpu} (median of {ROUNDS} rounds' ratios)"
     )
     for column in ("row", "ratio", "95 % interval", "fleetbench", "llama-bench", "target 0.9-1.1"):
         table.add_column(column, justify="left" if column == "row" else "right")
-    model = build_llama("llama3-debug", seed=0)
-    with tempfile.TemporaryDirectory() as tmp:
-        scratch = Path(tmp)
-        for dtype in ("q8_0", "f32"):
-            path = export_gguf(model, scratch / f"model-{dtype}.gguf", dtype)  # type: ignore[arg-type]
-            a: list[tuple[float, float]] = []
-            b: list[tuple[float, float]] = []
-            for index in range(ROUNDS):  # A B, then B A: drift and other load hit both alike
-                if index % 2 == 0:
-                    a.append(ours(path, threads, scratch))
-                    b.append(theirs(binary, path, threads, env))
-                else:
-                    b.append(theirs(binary, path, threads, env))
-                    a.append(ours(path, threads, scratch))
-            for phase, i in (("pp", 0), ("tg", 1)):
-                mine, ref = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
-                ratios = [x[i] / y[i] for x, y in zip(a, b, strict=True)]
-                low, high = interval(ratios)
-                table.add_row(
-                    f"{dtype} {phase} tok/s, fleetbench / llama-bench",
-                    f"{statistics.median(ratios):.3f}",
-                    f"{low:.3f}-{high:.3f}",
-                    f"{mine:.1f}",
-                    f"{ref:.1f}",
-                    verdict(low, high),
+    name = "llama.cpp" if backend == "cpu" else f"llama.cpp {backend}"
+    for dtype, path in paths.items():
+        a: list[tuple[float, float]] = []
+        b: list[tuple[float, float]] = []
+        for index in range(ROUNDS):  # A B, then B A: drift and other load hit both alike
+            if index % 2 == 0:
+                a.append(ours(path, threads, scratch, backend))
+                b.append(theirs(binary, path, threads, env, backend))
+            else:
+                b.append(theirs(binary, path, threads, env, backend))
+                a.append(ours(path, threads, scratch, backend))
+        for phase, i in (("pp", 0), ("tg", 1)):
+            mine, ref = statistics.median(x[i] for x in a), statistics.median(x[i] for x in b)
+            ratios = [x[i] / y[i] for x, y in zip(a, b, strict=True)]
+            low, high = interval(ratios)
+            table.add_row(
+                f"{dtype} {phase} tok/s, fleetbench / llama-bench",
+                f"{statistics.median(ratios):.3f}",
+                f"{low:.3f}-{high:.3f}",
+                f"{mine:.1f}",
+                f"{ref:.1f}",
+                verdict(low, high),
+            )
+            perfkit.emit(
+                perfkit.judged(
+                    f"edge llm: {name} / llama-bench, {dtype} {phase} tok/s, {threads} thread(s)",
+                    statistics.median(ratios),
+                    TARGET,
+                    f"{mine:.1f} vs {ref:.1f} tok/s, {ROUNDS} alternating rounds, {threads} thread(s)",
+                    samples=ratios,
                 )
-                perfkit.emit(
-                    perfkit.judged(
-                        f"edge llm: llama.cpp / llama-bench, {dtype} {phase} tok/s",
-                        statistics.median(ratios),
-                        TARGET,
-                        f"{mine:.1f} vs {ref:.1f} tok/s, {ROUNDS} alternating rounds, {threads} thread(s)",
-                        samples=ratios,
-                    )
-                )
+            )
     console.print(table)
-    return 0
 
 
 if __name__ == "__main__":

@@ -13,6 +13,8 @@ SYSTEM_PACKAGES=(
   prometheus-node-exporter  # textfile collector for .prom files
   mesa-vulkan-drivers     # lavapipe: software Vulkan for the edge runner
   glslc                   # GLSL -> SPIR-V
+  libvulkan-dev           # Vulkan headers: llama.cpp's Vulkan build (the llm extra)
+  spirv-headers           # SPIR-V headers (CMake package): llama.cpp's Vulkan build
   spirv-tools             # spirv-val (validates SPIR-V; gemm_coopmat takes the newer one of the mobile extra)
   debootstrap             # the offline base image for cpu containers
   chromium                # headless check of the offline report page
@@ -154,8 +156,67 @@ llama_cpp_wheel() {
   echo "$wheelhouse"
 }
 
+# The Vulkan build of the same pin, from the same sdist, with the same portable flags plus GGML_VULKAN: its
+# shaders (glslc) and ggml-vulkan.cpp make it slow (measured: see docs/edge-llm.md), so it is built once
+# into a wheelhouse of its own, keyed as the CPU one. Both are the module llama_cpp, so the Vulkan one
+# goes into its own folder, VENV/llama-vulkan, which the Vulkan rows of `fleetbench edge llm` put first
+# on their worker's path (fleetbench.edge.llm.backends). The CMake build folder is kept: llama-bench for
+# the Vulkan parity row (scripts/perf_edge_llm.py --build) is built in it from the very same objects.
+# Vulkan-Headers before 1.3.272 (Debian 12: 1.3.239) lack VK_EXT_layer_settings, which llama.cpp's
+# instance creation names: scripts/llama-vulkan-compat adds its three declarations (nothing else; no
+# llama.cpp source is changed). Where glslc or the headers are missing the build is left out, said once;
+# a failed build leaves the CPU rows as they are.
+LLAMA_CPP_VULKAN_CMAKE_ARGS=${LLAMA_CPP_VULKAN_CMAKE_ARGS:-$LLAMA_CPP_CMAKE_ARGS -DGGML_VULKAN=ON}
+llama_cpp_vulkan() {
+  [[ ",$EXTRAS," == *",llm,"* ]] || return 0
+  local headers=${VULKAN_SDK:+$VULKAN_SDK/include}
+  headers=${headers:-/usr/include}
+  if ! command -v glslc >/dev/null 2>&1 || [ ! -f "$headers/vulkan/vulkan.hpp" ]; then
+    say "llama.cpp Vulkan build left out: needs glslc and the Vulkan headers (libvulkan-dev, spirv-headers)"
+    return 0
+  fi
+  local key cache wheelhouse build src version target wheel args compat
+  cache=$HOME/.cache/fleetbench
+  args=$LLAMA_CPP_VULKAN_CMAKE_ARGS
+  if ! grep -q "VK_EXT_layer_settings" "$headers/vulkan/vulkan_core.h"; then
+    compat="$cache/src/llama-vulkan-compat-$(sha256sum scripts/llama-vulkan-compat/vulkan/vulkan.hpp | cut -c1-12)"
+    mkdir -p "$compat/vulkan" && cp scripts/llama-vulkan-compat/vulkan/vulkan.hpp "$compat/vulkan/"
+    args="$args -DCMAKE_CXX_FLAGS=-I$compat"
+  fi
+  version=${LLAMA_CPP_SPEC#*==}
+  key=$(printf '%s\n%s\n%s\n' "$LLAMA_CPP_SPEC" "$args" "$(uname -m)" | sha256sum | cut -c1-12)
+  wheelhouse="${FLEETBENCH_WHEELHOUSE:-$cache/wheels}/llama-vulkan-$key"
+  build="$cache/build/llama-vulkan-$key"
+  if ! ls "$wheelhouse"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1; then
+    src="$cache/src"
+    mkdir -p "$src" "$wheelhouse" "$cache/build"
+    [ -f "$src/llama_cpp_python-$version/CMakeLists.txt" ] || {
+      "$VENV/bin/python" -m pip download -q --no-binary :all: --no-deps "$LLAMA_CPP_SPEC" -d "$src"
+      tar -xzf "$src/llama_cpp_python-$version.tar.gz" -C "$src"
+    }
+    say "building $LLAMA_CPP_SPEC with Vulkan once into $wheelhouse (log: $build.log): about 20 minutes on 2 cores, cached for every later setup"
+    local TIMEFORMAT='%0R s wall, %0U s user + %0S s system CPU'
+    if ! { time CMAKE_ARGS="$args" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
+      "$VENV/bin/python" -m pip wheel --no-cache-dir --no-deps -C build-dir="$build" -w "$wheelhouse" \
+      "$src/llama_cpp_python-$version" >"$build.log" 2>&1; } 2>"$build.time"; then
+      say "llama.cpp Vulkan build failed after $(cat "$build.time") (see $build.log); the CPU build is unaffected"
+      return 0
+    fi
+    say "built llama.cpp with Vulkan: $(cat "$build.time")"
+  fi
+  wheel=$(compgen -G "$wheelhouse/llama_cpp_python-$version-*.whl" | head -n1)
+  target="$VENV/llama-vulkan"
+  [ "$(cat "$target/.fleetbench-wheel" 2>/dev/null)" = "$wheel" ] && return 0
+  rm -rf "$target"
+  "$VENV/bin/python" -m pip install -q --no-deps --target "$target" "$wheel"
+  echo "$wheel" > "$target/.fleetbench-wheel"
+  echo "$build" > "$target/.fleetbench-build"  # for llama-bench (scripts/perf_edge_llm.py)
+  say "llama.cpp Vulkan build installed in $target"
+}
+
 install_system_packages
 setup_venv
+llama_cpp_vulkan
 # The package's bytecode, kept current (an editable install has none): where PYTHONDONTWRITEBYTECODE is
 # set, every CLI call and every rank torchrun starts would otherwise compile the sources again.
 "$VENV/bin/python" -m compileall -q benchmarks/fleetbench

@@ -131,7 +131,7 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
 def test_edge_llm_command_side_by_side(tmp_path: Path) -> None:
     done = run_cli(
         "edge", "llm", "--quick", "--results-dir", str(tmp_path), "--dtypes", "f32", "--threads", "1",
-        "--runtimes", "llama.cpp,mlx",
+        "--runtimes", "llama.cpp,mlx", "--backend", "cpu",  # llama.cpp's Vulkan rows: test_edge_llm_vulkan.py
         "--set", "edge.llm.min_tries=1", "--set", "edge.llm.max_tries=1", "--set", "edge.thermal_sources=[]",
         "--set", "edge.cooldown_s=0", env={"COLUMNS": "160"},
     )  # fmt: skip

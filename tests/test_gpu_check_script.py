@@ -23,7 +23,7 @@ SCRIPT = REPO / "scripts" / "gpu-check.sh"
 REPORT = REPO / "scripts" / "gpu_check_report.py"
 STAGES = [
     "machine", "gpu-tests", "train-eager", "image", "train-compile", "float8", "tune", "trace", "profile", "ncu", "edge",
-    "edge-peak",
+    "edge-peak", "edge-llm",
 ]  # fmt: skip
 
 
@@ -124,6 +124,10 @@ def test_dry_run_prints_every_stage_command_and_runs_nothing(tmp_path: Path) -> 
     assert " --kernels peak_fma,peak_fma_2chain,peak_fma_4chain,peak_fma_spirv,gemm_vec4_spirv " in peaks
     assert "edge.peak_dispatch_s=0.1" in peaks
     assert "scripts/edge_peak_check.py" in judged and judged.endswith("-edge-peak/edge_results.json unknown")
+    llm_probe, llm, on_nvidia = stages["edge-llm"]
+    assert llm_probe.endswith("edge info --backend vulkan --adapter NVIDIA")
+    assert " edge llm --runtimes llama.cpp --backend vulkan --dtypes f32,q8_0 " in llm
+    assert on_nvidia.endswith("-llm/edge/llm_results.json") and "NVIDIA" in on_nvidia
     (report,) = stages["report"]
     assert re.search(
         r"gpu_check_report\.py .*--md '?" + re.escape(str(tmp_path / "out")) + r"/gpu-check-\d{8}-\d{4}-<gpu>\.md",
@@ -161,8 +165,9 @@ def test_a_failed_stage_does_not_stop_the_others_and_fails_the_check(tmp_path: P
     data = json.loads(data_path.read_text())
     states = {s["name"]: s["status"] for s in data["stages"]}
     assert list(states) == STAGES
-    assert all(states[name] == "failed" for name in STAGES if name not in ("image", "edge", "edge-peak"))
-    assert states["edge"] == states["edge-peak"] == "skipped"  # no NVIDIA Vulkan adapter: a line, not a failure
+    assert all(states[name] == "failed" for name in STAGES if name not in ("image", "edge", "edge-peak", "edge-llm"))
+    # no NVIDIA Vulkan adapter: a line, not a failure
+    assert states["edge"] == states["edge-peak"] == states["edge-llm"] == "skipped"
     assert states["image"] == "skipped"  # no Docker with the NVIDIA runtime: its reason, not a failure
     train = next(s for s in data["stages"] if s["name"] == "train-eager")
     assert train["exit_status"] == 3 and "shim: no GPU on this machine" in train["output_tail"]

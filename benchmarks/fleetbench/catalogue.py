@@ -275,7 +275,8 @@ CATALOGUE: dict[str, MetricSpec] = {
               "MPS memory after the timed passes (torch.mps.current_allocated_memory, driver_allocated_memory)",
               "model", "kind"),
         # fleetbench edge llm: the llama-family model in each edge LLM runtime (llama.cpp, MLX). `phase`
-        # is pp (prompt processing) or tg (token generation), llama-bench's; `mmap` true or false.
+        # is pp (prompt processing) or tg (token generation), llama-bench's; `mmap` true or false;
+        # `runtime` llama.cpp (its CPU build) or llama.cpp-vulkan (its Vulkan build), mlx, executorch.
         _spec("fleetbench_edge_llm_tokens_per_second", "gauge", "count",
               "Tokens per second of a runtime's phase (pp: the prompt as one batch, tg: one token at a time)",
               "runtime", "phase", "dtype", "mmap", "percentile", better="higher"),

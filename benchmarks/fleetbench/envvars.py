@@ -24,6 +24,7 @@ __all__ = [
     "IMAGE_NAMESPACE_ENV",
     "KERNELS_DIR_ENV",
     "KNOWN",
+    "LLAMA_VULKAN_ENV",
     "LOG_LEVEL_ENV",
     "PERF_QUICK_ENV",
     "PERF_SUMMARY_ENV",
@@ -68,6 +69,7 @@ TEST_DATA_URL_ENV = "FLEETBENCH_TEST_DATA_URL"
 WHEELHOUSE_ENV = "FLEETBENCH_WHEELHOUSE"
 PERF_QUICK_ENV = "FLEETBENCH_PERF_QUICK"
 PERF_SUMMARY_ENV = "FLEETBENCH_PERF_SUMMARY"
+LLAMA_VULKAN_ENV = "FLEETBENCH_LLAMA_VULKAN"
 
 # name -> what it does (one line each); tests/test_cli_safety_net.py checks that every FLEETBENCH_*
 # name in the code, scripts, Makefile, containers and deploy is here.
@@ -96,6 +98,7 @@ KNOWN: dict[str, str] = {
     WHEELHOUSE_ENV: "where `make setup` keeps the llama-cpp-python wheel it builds once per CPU (default ~/.cache/fleetbench/wheels)",
     PERF_QUICK_ENV: "set by `make perf` for the scripts/perf_*.py rows: 1 runs each at its quick settings",
     PERF_SUMMARY_ENV: "set by `make perf`: the file each scripts/perf_*.py row appends its judged row to",
+    LLAMA_VULKAN_ENV: "the folder of llama-cpp-python's Vulkan build for `edge llm --backend vulkan` (default .venv/llama-vulkan)",
 }
 
 log = logging.getLogger(__name__)

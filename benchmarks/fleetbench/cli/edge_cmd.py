@@ -173,6 +173,22 @@ LLM_FLAGS = (
         "--gen-tokens", "edge.llm.gen_tokens", "tg: tokens generated (default 32)", example="16", type=int, metavar="N"
     ),
     Flag(
+        "--backend",
+        "edge.llm.llamacpp_backends",
+        "llama.cpp builds side by side: cpu, vulkan or cpu,vulkan (default: cpu, and vulkan where built)",
+        example="vulkan",
+        metavar="LIST",
+        convert=_listed,
+    ),
+    Flag(
+        "--gpu-layers",
+        "edge.llm.gpu_layers",
+        "layers llama.cpp offloads on a GPU backend (default: all)",
+        example="0",
+        type=int,
+        metavar="N",
+    ),
+    Flag(
         "--threads",
         "edge.llm.threads",
         "CPU threads (default: the CPUs this process may use)",

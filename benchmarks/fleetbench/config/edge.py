@@ -17,6 +17,7 @@ __all__ = [
     "EdgeGemmSize",
     "EdgeKernel",
     "EdgeLlmConfig",
+    "LlamaBackend",
     "LlmDtype",
     "LlmRuntime",
     "ThermalSource",
@@ -51,6 +52,8 @@ LlmRuntime = Literal["llama.cpp", "mlx", "executorch"]
 LLM_RUNTIMES: tuple[str, ...] = get_args(LlmRuntime)
 # q4_0, q4_k_m: llama.cpp's quantizer on the f32 GGUF; int4: MLX's 4-bit (mx.quantize, groups of 64)
 LlmDtype = Literal["f32", "f16", "q8_0", "q4_0", "q4_k_m", "int4"]
+# llama.cpp's builds (fleetbench.edge.llm.backends): the CPU one, and the Vulkan one beside it
+LlamaBackend = Literal["cpu", "vulkan"]
 
 
 class EdgeLlmConfig(StrictModel):
@@ -81,6 +84,15 @@ class EdgeLlmConfig(StrictModel):
     mmap: list[bool] = Field(
         default=[True, False], min_length=1, max_length=2, description="memory-mapped and/or read-in weights"
     )
+    llamacpp_backends: list[LlamaBackend] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2,
+        description="llama.cpp builds run side by side; unset: cpu, and vulkan where its build is installed",
+    )
+    gpu_layers: int | None = Field(
+        default=None, ge=0, le=100000, description="layers llama.cpp offloads on a GPU backend; unset: all"
+    )
     prompt_tokens: int = Field(default=128, ge=1, le=8192, description="pp: the prompt processed in one batch")
     gen_tokens: int = Field(default=32, ge=1, le=8192, description="tg: tokens generated one at a time")
     agree_tokens: int = Field(default=8, ge=1, le=256, description="greedy tokens compared with eager PyTorch")
@@ -89,10 +101,10 @@ class EdgeLlmConfig(StrictModel):
     max_tries: int = Field(default=10, ge=1, le=1000)
     cv_target: float = Field(default=0.05, gt=0, le=1, description="stop when the CV of the tries' pp and tg is below")
 
-    @field_validator("runtimes", "dtypes", "mmap")
+    @field_validator("runtimes", "dtypes", "mmap", "llamacpp_backends")
     @classmethod
-    def _unique(cls, value: list[object]) -> list[object]:
-        if len(set(value)) != len(value):
+    def _unique(cls, value: list[object] | None) -> list[object] | None:
+        if value is not None and len(set(value)) != len(value):
             raise ValueError("values must be unique")
         return value
 

@@ -143,8 +143,10 @@ def _edge_llm_line(summary: dict[str, Any]) -> list[str]:
         if not isinstance(row, dict) or not row.get("ok"):
             continue
         mode = "mmap" if row.get("mmap") else "read-in"
+        backend = row.get("backend", "cpu")  # llama.cpp's build; records before it ran on the CPU only
+        runtime = row["runtime"] if backend == "cpu" else f"{row['runtime']}-{backend} on {row.get('device') or '?'}"
         parts.append(
-            f"{row['runtime']} {row['dtype']} {mode}: pp {float(row['pp']['p50']):.0f} "
+            f"{runtime} {row['dtype']} {mode}: pp {float(row['pp']['p50']):.0f} "
             f"tg {float(row['tg']['p50']) if row.get('tg') else float('nan'):.1f} "
             f"tok/s, load {human(float(row['load_s']), 'seconds')}, {'agrees' if row.get('agrees') else 'WRONG'}"
         )

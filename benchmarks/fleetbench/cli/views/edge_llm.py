@@ -26,13 +26,13 @@ def _mib(value: int) -> str:
 def _cells(row: LlmRow) -> list[str]:
     mode = "mmap" if row.mmap else "read"
     if not row.ok:
-        return [row.runtime, row.dtype, row.device or "-", mode, *["-"] * 9, f"[red]{row.error}[/]", "-"]
+        return [row.label, row.dtype, mode, row.device or "-", *["-"] * 9, f"[red]{row.error}[/]", "-"]
     agrees = "[green]yes[/]" if row.agrees else "[red]NO[/]"
     return [
-        row.runtime,
+        row.label,
         row.dtype,
-        row.device,
         mode,
+        _device(row),
         f"{_num(row.pp['p50'])}/{_num(row.pp['p99'])}",
         f"{_num(row.tg['p50'], 1)}/{_num(row.tg['p99'], 1)}" if row.tg else "-",
         _num(row.ttft["p50"] * 1e3, 1),
@@ -46,6 +46,15 @@ def _cells(row: LlmRow) -> list[str]:
         _status(row),
         _thermal(row),
     ]
+
+
+def _device(row: LlmRow) -> str:
+    """What ran the row: llama.cpp's device as its driver names it and its count of offloaded layers; MLX's
+    gpu (Metal) or cpu; ExecuTorch's CPU with its delegate."""
+    if row.runtime != "llama.cpp":
+        return row.device or "-"
+    layers = f" {row.offloaded_layers}/{row.layers} layers" if row.layers else ""
+    return f"{row.device or '-'}{layers}"
 
 
 def _status(row: LlmRow) -> str:
@@ -77,8 +86,8 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
     for column in (
         "runtime",
         "dtype",
-        "device",
         "weights",
+        "device",
         "pp tok/s",
         "tg tok/s",
         "TTFT ms",

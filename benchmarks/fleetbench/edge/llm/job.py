@@ -10,9 +10,15 @@ target) -> agreement with eager, metrics, the record (each row with the device t
 llm_results.json and a PNG. A runtime whose logits leave the dtype's tolerance, or whose f32 greedy
 tokens differ from eager's, fails the run (exit 1) after everything was written.
 
+llama.cpp runs once per build chosen (edge.llm.llamacpp_backends, backends.py): the CPU build, and the
+Vulkan build with edge.llm.gpu_layers offloaded (all by default) on whatever Vulkan device its ggml finds
+(lavapipe here, the NVIDIA/AMD/Intel/Mali/Adreno driver elsewhere); each row records where llama.cpp put
+the model (llamacpp_placement) and is checked against the same eager reference.
+
 Tolerance: derived per export from eager's logit error with the weights as that export stores them
 (fleetbench.edge.llm.tolerance), twice it, never under 1e-4; for --gguf from llama.cpp's rounding of
-the activations (fleetbench.edge.llm.gguf_source).
+the activations (fleetbench.edge.llm.gguf_source); a GPU build's row is held to the larger of its
+export's error and that of the build's own arithmetic (f16 on Vulkan).
 """
 
 from __future__ import annotations
@@ -35,7 +41,17 @@ from fleetbench import jsonio
 from fleetbench.config.edge import EdgeLlmConfig
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.edge.discipline import Watch
-from fleetbench.edge.llm.tolerance import MARGIN, logit_error, quantisation_error, tolerance
+from fleetbench.edge.llm import backends
+from fleetbench.edge.llm.backends import worker_env
+from fleetbench.edge.llm.tolerance import (
+    ARITHMETIC_DTYPE,
+    MARGIN,
+    UNDERIVED,
+    logit_error,
+    quantisation_error,
+    row_error,
+    tolerance,
+)
 from fleetbench.edge.stability import Stability, supported_percentile
 from fleetbench.errors import UserError
 from fleetbench.job import Job, JobFailed, JobResult, RunContext
@@ -71,8 +87,15 @@ class LlmRow:
     runtime: str
     dtype: str
     mmap: bool
+    backend: str = "cpu"  # llama.cpp's build: cpu or vulkan (backends.py); the other runtimes run on the CPU
+    gpu_layers: int = 0  # asked for: llama.cpp's n_gpu_layers, -1 all
+    # what ran it: llama.cpp the device holding most of the weights as its driver names it (its load log);
+    # MLX "gpu" (Metal) or "cpu"; ExecuTorch "cpu (xnnpack)"
+    device: str = ""
+    offloaded_layers: int = 0  # llama.cpp's own count of the layers it put on the GPU device
+    layers: int | None = None  # ... out of (the repeating layers and the output layer); None: a CPU build
+    placement: dict[str, Any] = field(default_factory=dict)  # llamacpp_placement.placement of the load
     ok: bool = False
-    device: str = ""  # what ran it: llama.cpp "cpu", MLX "gpu" (Metal) or "cpu", ExecuTorch "cpu (xnnpack)"
     error: str | None = None
     load_s: float = float("nan")  # warm: the files in the page cache
     cold_load_s: float = float("nan")  # the files dropped from the page cache first (posix_fadvise)
@@ -100,6 +123,11 @@ class LlmRow:
     stability: dict[str, Any] = field(default_factory=dict)  # Stability.as_dict of the tries
     thermal: dict[str, Any] = field(default_factory=dict)  # ThermalRecord.summary around the worker
     samples: dict[str, list[float]] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """The runtime as metrics and tables name it: llama.cpp for its CPU build, llama.cpp-vulkan, mlx, ..."""
+        return self.runtime if self.backend == "cpu" else f"{self.runtime}-{self.backend}"
 
     @property
     def verdict(self) -> str:
@@ -215,6 +243,7 @@ def _run_worker(spec: dict[str, Any], scratch: Path) -> dict[str, Any]:
         text=True,
         timeout=WORKER_TIMEOUT_S,
         check=False,
+        env=worker_env(str(spec.get("backend", "cpu"))),  # the Vulkan build first on its path
     )
     if not out_path.is_file():
         tail = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
@@ -242,13 +271,17 @@ def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, c
     if wrong is not None:
         row.ok, row.error = False, f"wrong export: {wrong}"
         return
-    quant_error = ref.quant_errors[row.runtime, row.dtype]
-    row.quantisation_error, row.tolerance = quant_error, tolerance(quant_error)
+    row.quantisation_error = ref.quant_errors[row.runtime, row.dtype]
+    row.tolerance = tolerance(row_error(ref.quant_errors, row.runtime, row.dtype, row.backend))
     row.ok = bool(out.get("ok"))
     row.device = str(out.get("device", ""))
     if not row.ok:
         row.error = str(out.get("error"))
         return
+    where = out.get("placement") or {}
+    row.placement = where
+    row.device = str(where.get("device") or row.device)  # llama.cpp's own word on where the weights went
+    row.offloaded_layers, row.layers = int(where.get("offloaded_layers", 0)), where.get("layers")
     row.load_s, row.cold_load_s = out["load_s"], out["cold_load_s"]
     row.cold_load_page_cache_dropped, row.load_kind = out["cold_load_page_cache_dropped"], out["load_kind"]
     row.rss_after_load_bytes, row.peak_rss_bytes = out["rss_after_load_bytes"], out["peak_rss_bytes"]
@@ -278,7 +311,7 @@ def decode_logits_path(logits_path: Path) -> Path:
 
 
 def _record(bench: BenchmarkRun, row: LlmRow) -> None:
-    ident = {"runtime": row.runtime, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
+    ident = {"runtime": row.label, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
     # NaN percentiles (too few tries to support them) are left out.
     for phase, values in (("pp", row.pp), ("tg", row.tg)):
         for name, value in values.items():
@@ -301,7 +334,7 @@ def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_model_bytes, phase="model_load", **ident)
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.peak_rss_model_bytes, phase="model_peak", **ident)
     if row.mmap:  # agreement does not depend on how the weights were loaded: once per runtime and dtype
-        pair = {"runtime": row.runtime, "dtype": row.dtype}
+        pair = {"runtime": row.label, "dtype": row.dtype}
         bench.metrics.set("fleetbench_edge_llm_logit_error_ratio", row.logit_error, **pair)
         bench.metrics.set("fleetbench_edge_llm_agreement", 1 if row.agrees else 0, **pair)
     bench.add_headline(
@@ -321,17 +354,27 @@ def _measure(
     watch: Watch,
 ) -> list[LlmRow]:
     rows: list[LlmRow] = []
-    plan = [(runtime, dtype, mmap) for (runtime, dtype) in exports for mmap in cfg.mmap]
+    builds = llamacpp_backends(cfg)[0]
+    plan = [
+        (runtime, dtype, backend, mmap)
+        for (runtime, dtype) in exports
+        for backend in (builds if runtime == "llama.cpp" else ["cpu"])
+        for mmap in cfg.mmap
+        if not _underived(cfg, backend, dtype)
+    ]
     with (
         tempfile.TemporaryDirectory(prefix="fleetbench-llm-") as tmp,
         context.progress.task("edge llm", "measuring ...", total=len(plan)) as task,
     ):
         scratch = Path(tmp)
-        for runtime, dtype, mmap in plan:
-            task.update(f"{runtime} {dtype} {'mmap' if mmap else 'read-in'}")
+        for runtime, dtype, backend, mmap in plan:
+            row = LlmRow(runtime, dtype, mmap, backend, _gpu_layers(cfg, backend))
+            task.update(f"{row.label} {dtype} {'mmap' if mmap else 'read-in'}")
             logits_path = scratch / "logits.npy"
             spec = {
                 "runtime": runtime,
+                "backend": backend,
+                "gpu_layers": row.gpu_layers,
                 "path": str(exports[runtime, dtype]),
                 "mmap": mmap,
                 "kv_f32": dtype == "f32",  # a float32 file's check sees float32 arithmetic only
@@ -348,7 +391,6 @@ def _measure(
                 "logits_out": str(logits_path),
             }
             out, record = watch.around(functools.partial(_run_worker, spec, scratch))
-            row = LlmRow(runtime, dtype, mmap)
             _fill(row, out, ref, logits_path, cfg.cv_target)
             row.thermal = {**record.summary(), "warnings": record.warnings}
             rows.append(row)
@@ -359,17 +401,23 @@ def _measure(
 def _failures(rows: list[LlmRow]) -> list[str]:
     out = []
     for row in rows:
-        what = f"{row.runtime} {row.dtype} {'mmap' if row.mmap else 'read-in'}"
+        what = f"{row.label} {row.dtype} {'mmap' if row.mmap else 'read-in'}"
         if not row.ok:
             out.append(f"{what}: {row.error}")
         elif not row.agrees:
             out.append(
                 f"{what}: logits off eager by {row.logit_error:.2e} (decode path {row.decode_logit_error:.2e}) "
                 "of their range (tolerance "
-                f"{row.tolerance:.1e}, {MARGIN:g}x the export's own {row.quantisation_error:.1e}), greedy "
+                f"{row.tolerance:.1e}, {MARGIN:g}x the export's own {row.quantisation_error:.1e}"
+                f"{_arithmetic(row)}), greedy "
                 f"{row.greedy_equal}/{row.greedy_total} equal"
             )
     return out
+
+
+def _arithmetic(row: LlmRow) -> str:
+    dtype = ARITHMETIC_DTYPE.get(row.backend)
+    return f" or {dtype} arithmetic's on {row.backend}" if dtype else ""
 
 
 def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
@@ -383,7 +431,7 @@ def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.runtime}\n{r.dtype} {'mmap' if r.mmap else 'read'}" for r in ok]
+    labels = [f"{r.label}\n{r.dtype} {'mmap' if r.mmap else 'read'}" for r in ok]
     fig, axes = plt.subplots(1, 3, figsize=(4 + 1.4 * len(ok), 4))
     for ax, (title, values) in zip(
         axes,
@@ -394,7 +442,8 @@ def _write(folder: Path, outcome: LlmOutcome, plot: bool) -> Path | None:
         ),
         strict=True,
     ):
-        ax.bar(range(len(ok)), values, color=["#1f77b4" if r.runtime == "llama.cpp" else "#ff7f0e" for r in ok])
+        colours = {"llama.cpp": "#1f77b4", "llama.cpp-vulkan": "#2ca02c"}
+        ax.bar(range(len(ok)), values, color=[colours.get(r.label, "#ff7f0e") for r in ok])
         ax.set_xticks(range(len(ok)), labels, fontsize=7, rotation=60)
         ax.set_title(title, fontsize=9)
     fig.suptitle(
@@ -432,19 +481,10 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         folder.mkdir(parents=True, exist_ok=True)
         with context.progress.task("edge llm", "eager reference and exports ..."):
             reference = eager_reference(model, prompt, cfg.agree_tokens)
-            if cfg.gguf is not None and gguf_dtype is not None:
-                exports, skipped = {("llama.cpp", gguf_dtype): cfg.gguf}, gguf_left_out(config.edge.llm)
-            else:
-                exports, skipped = export_all(model, cfg, folder / "llm")
+            exports, skipped = _exports(model, cfg, config.edge.llm, folder / "llm", gguf_dtype)
         for what, why in skipped:
             log.info("skipped %s: %s", what, why)
-        if cfg.gguf is not None and gguf_dtype is not None:
-            from fleetbench.edge.llm.gguf_source import activation_rounding_error
-
-            error = activation_rounding_error(model, prompt, reference[0], gguf_dtype)
-            quant_errors, wrong_exports = {("llama.cpp", gguf_dtype): error}, dict[tuple[str, str], str]()
-        else:
-            quant_errors, wrong_exports = _quant_errors(model, prompt, reference[0], exports)
+        quant_errors, wrong_exports = _errors(model, cfg, prompt, reference[0], exports, gguf_dtype)
         watch = Watch.start(config.edge)
         ref = Reference(reference[0], reference[1], quant_errors, wrong_exports)
         rows = _measure(cfg, exports, prompt, ref, context, watch)
@@ -479,6 +519,50 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
     if failures:
         raise JobFailed("wrong or failed runtimes: " + "; ".join(failures), result)
     return result
+
+
+def _exports(
+    model: Any, cfg: EdgeLlmConfig, asked: EdgeLlmConfig, folder: Path, gguf_dtype: str | None
+) -> tuple[dict[tuple[str, str], Path], list[tuple[str, str]]]:
+    """The files each runtime runs (a --gguf file as it is, else the exports), and what is left out with why
+    (`asked`: the runtimes as configured, before --gguf narrowed them)."""
+    if cfg.gguf is not None and gguf_dtype is not None:
+        exports, skipped = {("llama.cpp", gguf_dtype): cfg.gguf}, gguf_left_out(asked)
+    else:
+        exports, skipped = export_all(model, cfg, folder)
+    builds, left_out = llamacpp_backends(cfg)
+    skipped += left_out
+    skipped += [
+        (f"llama.cpp {b} {d}", UNDERIVED[b, d])
+        for (r, d) in exports
+        for b in builds
+        if r == "llama.cpp" and _underived(cfg, b, d)
+    ]
+    return exports, skipped
+
+
+def _errors(
+    model: Any,
+    cfg: EdgeLlmConfig,
+    prompt: list[int],
+    logits: np.ndarray,
+    exports: dict[tuple[str, str], Path],
+    gguf_dtype: str | None,
+) -> tuple[dict[tuple[str, str], float], dict[tuple[str, str], str]]:
+    """Each export's own logit error (a --gguf file's: llama.cpp's activation rounding), the arithmetic's of
+    the GPU builds that run (tolerance.row_error), and the exports that are not the model's weights."""
+    if cfg.gguf is not None and gguf_dtype is not None:
+        from fleetbench.edge.llm.gguf_source import activation_rounding_error
+
+        error = activation_rounding_error(model, prompt, logits, gguf_dtype)
+        quant_errors, wrong_exports = {("llama.cpp", gguf_dtype): error}, dict[tuple[str, str], str]()
+    else:
+        quant_errors, wrong_exports = _quant_errors(model, prompt, logits, exports)
+    for build in llamacpp_backends(cfg)[0]:
+        arithmetic = ARITHMETIC_DTYPE.get(build)
+        if arithmetic is not None and ("llama.cpp", arithmetic) not in quant_errors:
+            quant_errors["llama.cpp", arithmetic] = quantisation_error(model, prompt, logits, "llama.cpp", arithmetic)
+    return quant_errors, wrong_exports
 
 
 def _model(cfg: EdgeLlmConfig, seed: int) -> tuple[Any, str, str | None]:
@@ -534,6 +618,29 @@ def _quant_errors(
     return errors, wrong
 
 
+def llamacpp_backends(cfg: EdgeLlmConfig) -> tuple[list[str], list[tuple[str, str]]]:
+    """The llama.cpp builds to run, and those left out with why: as configured (a build that is not
+    installed is refused in _require), else the CPU build, and the Vulkan one where it is installed."""
+    if "llama.cpp" not in cfg.runtimes:
+        return [], []
+    if cfg.llamacpp_backends is not None:
+        return list(cfg.llamacpp_backends), []
+    why = backends.missing("vulkan")
+    return (["cpu"], [("llama.cpp vulkan", why)]) if why else (["cpu", "vulkan"], [])
+
+
+def _underived(cfg: EdgeLlmConfig, backend: str, dtype: str) -> bool:
+    """Whether a default run leaves (backend, dtype) out: no tolerance is derived for its arithmetic."""
+    return cfg.llamacpp_backends is None and (backend, dtype) in UNDERIVED
+
+
+def _gpu_layers(cfg: EdgeLlmConfig, backend: str) -> int:
+    """llama.cpp's n_gpu_layers of a row: none on the CPU build, edge.llm.gpu_layers (unset: all, -1) on a GPU one."""
+    if backend == "cpu":
+        return 0
+    return -1 if cfg.gpu_layers is None else cfg.gpu_layers
+
+
 def _refuse_nothing_measured(cfg: EdgeLlmConfig) -> None:
     """A run whose runtimes read none of its dtypes would measure nothing and look like a success: refused."""
     if any(dtype in DTYPES_OF[runtime] for runtime in cfg.runtimes for dtype in cfg.dtypes):
@@ -554,9 +661,11 @@ def _require(cfg: EdgeLlmConfig) -> None:
         "mlx": ("mlx", "llm", "mlx[cpu]==0.32.4"),
         "executorch": ("executorch", "mobile", "executorch==1.5.1"),
     }
+    # llama.cpp's Vulkan rows run their own build (checked below): only its CPU rows need the module here
+    cpu_llama = "cpu" in llamacpp_backends(cfg)[0]
     for runtime in cfg.runtimes:
         module, extra, pip = packages[runtime]
-        if importlib.util.find_spec(module) is None:
+        if (runtime != "llama.cpp" or cpu_llama) and importlib.util.find_spec(module) is None:
             # llama-cpp-python ships only sources: `make setup` (the [llm] extra) builds it once, minutes
             build = " (`make setup` builds it once: about 5-10 minutes on 2 cores)" if runtime == "llama.cpp" else ""
             raise UserError(
@@ -567,6 +676,10 @@ def _require(cfg: EdgeLlmConfig) -> None:
         raise UserError(
             "edge.llm.hf is set but safetensors is not installed; install the [llm] extra (safetensors==0.8.0)"
         )
+    for backend in llamacpp_backends(cfg)[0]:
+        why = backends.missing(backend)
+        if why:
+            raise UserError(f"edge.llm.llamacpp_backends has {backend} but there is {why}; accepted without it: cpu")
     if "llama.cpp" in cfg.runtimes and "gguf" not in sys.modules and importlib.util.find_spec("gguf") is None:
         raise UserError(
             "edge.llm.runtimes has llama.cpp but gguf is not installed; install the [llm] extra (gguf==0.19.0)"

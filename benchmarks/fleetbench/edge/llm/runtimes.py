@@ -37,18 +37,25 @@ class Session(Protocol):
 
 
 class LlamaCppSession:
-    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes.
+    """llama.cpp: a GGUF file, `use_mmap` on or off, `threads` for both batch and single-token passes,
+    `gpu_layers` offloaded to the build's GPU device (-1: all; a CPU build offloads none). `placement`
+    is where llama.cpp put the model (llamacpp_placement).
 
     `kv_f32`: the key/value cache in float32 (for a float32 file: its check then sees float32 arithmetic
     only); otherwise llama.cpp's default f16 cache, which alone moved the logits of a model with sharp
     attention by 9e-4 of their range (tests/test_edge_llm_models.py's Hugging Face folder)."""
 
-    def __init__(self, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False) -> None:
+    def __init__(  # noqa: PLR0913 - the worker's spec, field by field
+        self, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False, gpu_layers: int = 0
+    ) -> None:
         from llama_cpp import GGML_TYPE_F16, GGML_TYPE_F32, Llama
+
+        from fleetbench.edge.llm.llamacpp_placement import LogCapture, devices, placement
 
         self._sink: list[str] = []
         self._kv_type = GGML_TYPE_F32 if kv_f32 else GGML_TYPE_F16
-        with native_stderr(self._sink):
+        capture = LogCapture()
+        with native_stderr(self._sink), capture.capturing():
             self.llm = Llama(
                 str(path),
                 n_ctx=context,
@@ -56,13 +63,16 @@ class LlamaCppSession:
                 n_ubatch=batch,
                 n_threads=threads,
                 n_threads_batch=threads,
+                n_gpu_layers=gpu_layers,
                 use_mmap=mmap,
                 logits_all=False,
                 verbose=False,
                 type_k=self._kv_type,
                 type_v=self._kv_type,
             )
+        self.placement = placement("".join(capture.text), devices())
         self.path, self.mmap, self.threads, self.context = path, mmap, threads, context
+        self.gpu_layers = gpu_layers
         import llama_cpp
 
         self._c = llama_cpp
@@ -108,6 +118,7 @@ class LlamaCppSession:
                 n_batch=len(tokens),
                 n_ubatch=len(tokens),
                 n_threads=self.threads,
+                n_gpu_layers=self.gpu_layers,  # the agreement runs where the timed passes ran
                 use_mmap=self.mmap,
                 logits_all=True,
                 verbose=False,
@@ -263,12 +274,20 @@ def prepare(runtime: str) -> str:
     return device
 
 
-def open_session(  # noqa: PLR0913 - the worker's spec, field by field
-    runtime: str, path: Path, mmap: bool, threads: int, context: int, batch: int, kv_f32: bool = False
+def open_session(  # noqa: PLR0913 - the worker's spec, field by field; kv_f32 and gpu_layers only llama.cpp reads
+    runtime: str,
+    path: Path,
+    mmap: bool,
+    threads: int,
+    context: int,
+    batch: int,
+    kv_f32: bool = False,
+    gpu_layers: int = 0,
 ) -> Session:
-    """A session of `runtime` on the exported `path` (`kv_f32`: llama.cpp's key/value cache in float32)."""
+    """A session of `runtime` on the exported `path` (`kv_f32`: llama.cpp's key/value cache in float32;
+    `gpu_layers`: llama.cpp's offload, -1 all)."""
     if runtime == "llama.cpp":
-        return LlamaCppSession(path, mmap, threads, context, batch, kv_f32)
+        return LlamaCppSession(path, mmap, threads, context, batch, kv_f32, gpu_layers)
     if runtime == "executorch":
         return ExecuTorchSession(path, mmap, threads)
     if runtime == "mlx":

@@ -125,6 +125,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
             spec["context"],
             len(prompt),
             bool(spec.get("kv_f32", False)),
+            int(spec.get("gpu_layers", 0)),
         )
         return opened, time.perf_counter() - start
 
@@ -134,6 +135,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     del session
     session, load_s = load()
     rss_loaded = process.memory_info().rss
+    where = _placement(spec, session)
     _try(session, prompt, min(gen, 4))  # warm-up: first-call allocations, MLX's graph caches
     pp: list[float] = []
     tg: list[float] = []
@@ -170,7 +172,23 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         "ttft_s": ttft,
         "cv": max(_cv(pp), _cv(tg)),
         "greedy": greedy,
+        "placement": where,
     }
+
+
+def _placement(spec: dict[str, Any], session: Any) -> dict[str, Any]:
+    """Where a llama.cpp session's model went, and which build ran it; a Vulkan row whose build registered
+    no Vulkan device (no driver, or the CPU build found first) is an error, not a CPU row under its name."""
+    if spec["runtime"] != "llama.cpp":
+        return {}
+    import llama_cpp
+
+    where: dict[str, Any] = {**session.placement, "build": str(Path(llama_cpp.__file__).parent)}
+    backend = spec.get("backend", "cpu")
+    if backend == "vulkan" and not any(d["name"].startswith("Vulkan") for d in where["devices_registered"]):
+        names = ", ".join(d["name"] for d in where["devices_registered"])
+        raise RuntimeError(f"llama.cpp from {where['build']} registered no Vulkan device (only {names})")
+    return where
 
 
 def main(argv: list[str]) -> int:
