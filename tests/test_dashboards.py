@@ -260,3 +260,39 @@ def test_energy_panels_show_a_runs_energy_pushed_through_the_stack(
             time.sleep(0.25)
         (series,) = found
         assert series.labels["source"] == "tegrastats" and series.value == pytest.approx(expected[panel.title])
+
+
+@pytest.mark.services
+def test_every_edge_llm_panel_reads_what_the_job_records(
+    stack: LocalStack, prometheus: PrometheusClient, tmp_path: Path
+) -> None:
+    """The demo does not run `edge llm` (minutes of exports): one row, recorded by the job's own `_record`
+    and pushed through the stack as a run pushes it, must reach every panel of the LLM row."""
+    from fleetbench.config.schema import FleetbenchConfig
+    from fleetbench.dashboards.edge import llm
+    from fleetbench.edge.llm.job import LlmRow, _record
+    from fleetbench.job import RunContext
+    from fleetbench.telemetry.session import open_run
+
+    row = LlmRow("llama.cpp", "q4_0", True, backend="vulkan", device="llvmpipe", ok=True, load_s=0.02,
+                 cold_load_s=0.05, rss_after_load_bytes=9 << 20, peak_rss_bytes=12 << 20, rss_imports_bytes=5 << 20,
+                 rss_model_bytes=4 << 20, peak_rss_model_bytes=7 << 20, logit_error=0.1, tolerance=0.2)  # fmt: skip
+    row.pp, row.tg, row.ttft = {"p50": 400.0, "p99": 380.0}, {"p50": 90.0, "p99": 85.0}, {"p50": 0.03, "p99": 0.04}
+    row.samples = {"pp": [400.0], "tg": [90.0], "ttft": [0.03]}
+    row.thermal = {"celsius_before": 41.0, "celsius_after": 47.5, "throttled": False}
+    row.energy = {"source": "tegrastats", "joules_per_token": 0.012}
+    row.greedy_equal = row.greedy_total = 6
+    row.agrees = True
+    config = FleetbenchConfig.model_validate(
+        {"run": {"results_dir": str(tmp_path), "run_id": "llm-panels"},
+         "telemetry": {"pushgateway": stack.pushgateway_url}}
+    )  # fmt: skip
+    with open_run(config, RunContext.start(config), "edge-llm", config.edge.llm, "cpu", "cpu") as bench:
+        _record(bench, row)
+    for panel in llm.panels:
+        deadline = time.monotonic() + 15
+        while not all(prometheus.query(substitute(q.expr, "llm-panels")) for q in panel.queries):
+            assert time.monotonic() < deadline, f"panel {panel.title!r} shows nothing of a recorded row"
+            time.sleep(0.25)
+    (series,) = prometheus.query(substitute(llm.panels[-2].queries[0].expr, "llm-panels"))
+    assert series.labels["runtime"] == "llama.cpp-vulkan" and series.value == pytest.approx(0.012)

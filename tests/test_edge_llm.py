@@ -72,6 +72,7 @@ def _measure(runtime: str, path: Path, mmap: bool, prompt: list[int], tmp_path: 
         "logits_out": str(tmp_path / "logits.npy"),
         "decode_check_tokens": DECODE_CHECK_TOKENS,
         "decode_logits_out": str(decode_logits_path(tmp_path / "logits.npy")),
+        "energy_sources": ["rapl", "tegrastats"],
     }
     return _run_worker(spec, tmp_path)
 
@@ -106,6 +107,9 @@ def test_export_run_agree_and_a_wrong_weight_fails(runtime: str, dtype: str, tmp
         assert row.load_s > 0 and row.peak_rss_bytes > 0
         # cold (page cache dropped) and warm loads; the model's RSS without the interpreter's and imports' share
         assert row.cold_load_s > 0 and row.cold_load_page_cache_dropped
+        # the tries' energy where a source reads (a VM has none: each source says why)
+        assert (row.energy["joules"] is None) == (row.energy["source"] is None) and row.energy["seconds"] > 0
+        assert row.energy["joules"] is not None or set(row.energy["unavailable"]) == {"rapl", "tegrastats"}
         assert 0 < row.rss_model_bytes < row.rss_after_load_bytes and row.rss_imports_bytes > 0
         assert row.load_kind.startswith("lazy") == (runtime == "mlx")
         assert row.device == {"llama.cpp": "cpu", "mlx": "cpu", "executorch": "cpu (xnnpack)"}[runtime]

@@ -294,6 +294,9 @@ CATALOGUE: dict[str, MetricSpec] = {
               "imports (imports), and the model's own share: after the load and at the peak minus the imports "
               "(model_load, model_peak)",
               "runtime", "dtype", "mmap", "phase", better="lower"),
+        _spec("fleetbench_edge_llm_energy_per_token_joules", "gauge", "joules",
+              "Energy per token of a runtime's timed tries (prompt and generated tokens), from edge.energy_sources",
+              "runtime", "dtype", "mmap", "source", better="lower"),
         _spec("fleetbench_edge_llm_logit_error_ratio", "gauge", "ratio",
               "Largest |logit - eager PyTorch logit| over the prompt, divided by the largest |eager logit|",
               "runtime", "dtype", better="lower"),

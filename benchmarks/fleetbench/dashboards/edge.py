@@ -305,6 +305,24 @@ llm = Row(
             height=10,
         ),
         Panel(
+            "Energy per token",
+            "bargauge",
+            (
+                Query(
+                    f"max by (runtime, dtype, mmap, source) ({sel('fleetbench_edge_llm_energy_per_token_joules')})",
+                    legend=LLM + " ({{source}})",
+                    instant=True,
+                ),
+            ),
+            unit_of("fleetbench_edge_llm_energy_per_token_joules"),
+            "Joules per prompt or generated token over each runtime's timed tries (NVML for a GPU build's rows, "
+            "RAPL, or the board's sampled power); none where the device reads no power source",
+            width=8,
+            outside_demo=True,
+            power_only=True,
+            height=8,
+        ),
+        Panel(
             "Temperature and throttling around each runtime",
             "table",
             (
@@ -322,7 +340,7 @@ llm = Row(
             "short",
             "The hottest moving sensor just before and just after each runtime's worker (C), and 1 where a "
             "throttle indicator was active: a runtime measured hot or throttled is no fair comparison",
-            width=24,
+            width=16,
             outside_demo=True,
             sensor_only=True,
             height=8,

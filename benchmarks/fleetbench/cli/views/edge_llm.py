@@ -109,5 +109,20 @@ def show_llm(console: Console, outcome: LlmOutcome | None) -> None:
         console.print(f"skipped {what}: {why}")
     for failure in outcome.failures:
         console.print(f"[red]wrong:[/] {failure}")
+    for line in energy_lines(outcome.rows):
+        console.print(line, markup=False, highlight=False)
     if outcome.png is not None:
         console.print(f"plot: {outcome.png}")
+
+
+def energy_lines(rows: list[LlmRow]) -> list[str]:
+    """Joules per token of each row's tries where a power source read; else one line with the reasons."""
+    metered = [r for r in rows if r.ok and r.energy.get("joules_per_token") is not None]
+    if metered:
+        return [
+            f"energy: {r.label} {r.dtype} {'mmap' if r.mmap else 'read'}: {r.energy['joules_per_token'] * 1e3:.3g} mJ/token, "
+            f"{r.energy['average_watts']:.3g} W ({r.energy['source']})"
+            for r in metered
+        ]
+    reasons = next((r.energy.get("reason") for r in rows if r.ok and r.energy.get("reason")), None)
+    return [f"energy: none read ({reasons})"] if reasons else []

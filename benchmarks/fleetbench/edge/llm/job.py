@@ -95,6 +95,7 @@ class LlmRow:
     offloaded_layers: int = 0  # llama.cpp's own count of the layers it put on the GPU device
     layers: int | None = None  # ... out of (the repeating layers and the output layer); None: a CPU build
     placement: dict[str, Any] = field(default_factory=dict)  # llamacpp_placement.placement of the load
+    energy: dict[str, Any] = field(default_factory=dict)  # the timed tries' energy (EnergyReading.summary), or why none
     ok: bool = False
     error: str | None = None
     load_s: float = float("nan")  # warm: the files in the page cache
@@ -280,6 +281,7 @@ def _fill(row: LlmRow, out: dict[str, Any], ref: Reference, logits_path: Path, c
         return
     where = out.get("placement") or {}
     row.placement = where
+    row.energy = dict(out.get("energy") or {})
     row.device = str(where.get("device") or row.device)  # llama.cpp's own word on where the weights went
     row.offloaded_layers, row.layers = int(where.get("offloaded_layers", 0)), where.get("layers")
     row.load_s, row.cold_load_s = out["load_s"], out["cold_load_s"]
@@ -310,6 +312,14 @@ def decode_logits_path(logits_path: Path) -> Path:
     return logits_path.with_name("decode_" + logits_path.name)
 
 
+def _record_energy(bench: BenchmarkRun, row: LlmRow, ident: dict[str, str]) -> None:
+    """Joules per token of the row's tries, where a power source gave a figure (the record says why not)."""
+    per_token = row.energy.get("joules_per_token")
+    if per_token is not None:
+        source = str(row.energy["source"])
+        bench.metrics.set("fleetbench_edge_llm_energy_per_token_joules", per_token, source=source, **ident)
+
+
 def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     ident = {"runtime": row.label, "dtype": row.dtype, "mmap": str(row.mmap).lower()}
     # NaN percentiles (too few tries to support them) are left out.
@@ -326,6 +336,7 @@ def _record(bench: BenchmarkRun, row: LlmRow) -> None:
             bench.metrics.set("fleetbench_edge_llm_temperature_celsius", celsius, phase=phase, **ident)
     if row.thermal.get("throttled") is not None:
         bench.metrics.set("fleetbench_edge_llm_throttled", 1 if row.thermal["throttled"] else 0, **ident)
+    _record_energy(bench, row, ident)
     bench.metrics.set("fleetbench_edge_llm_load_seconds", row.load_s, **ident)
     bench.metrics.set("fleetbench_edge_llm_cold_load_seconds", row.cold_load_s, **ident)
     bench.metrics.set("fleetbench_edge_llm_rss_bytes", row.rss_after_load_bytes, phase="load", **ident)
@@ -345,13 +356,14 @@ def _record(bench: BenchmarkRun, row: LlmRow) -> None:
     )
 
 
-def _measure(
+def _measure(  # noqa: PLR0913 - what runs, on what, judged against what, watched and metered how
     cfg: EdgeLlmConfig,
     exports: dict[tuple[str, str], Path],
     prompt: list[int],
     ref: Reference,
     context: RunContext,
     watch: Watch,
+    energy_sources: tuple[str, ...] = (),
 ) -> list[LlmRow]:
     rows: list[LlmRow] = []
     builds = llamacpp_backends(cfg)[0]
@@ -389,6 +401,7 @@ def _measure(
                 "max_tries": cfg.max_tries,
                 "cv_target": cfg.cv_target,
                 "logits_out": str(logits_path),
+                "energy_sources": list(energy_sources),
             }
             out, record = watch.around(functools.partial(_run_worker, spec, scratch))
             _fill(row, out, ref, logits_path, cfg.cv_target)
@@ -487,7 +500,7 @@ def run(config: FleetbenchConfig, context: RunContext) -> JobResult[LlmOutcome]:
         quant_errors, wrong_exports = _errors(model, cfg, prompt, reference[0], exports, gguf_dtype)
         watch = Watch.start(config.edge)
         ref = Reference(reference[0], reference[1], quant_errors, wrong_exports)
-        rows = _measure(cfg, exports, prompt, ref, context, watch)
+        rows = _measure(cfg, exports, prompt, ref, context, watch, tuple(config.edge.energy_sources))
         for row in rows:
             if row.ok:
                 _record(bench, row)

@@ -20,10 +20,13 @@ import resource
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psutil
+
+if TYPE_CHECKING:
+    from fleetbench.energy.meter import EnergyMeter
 
 from fleetbench import jsonio
 
@@ -140,6 +143,7 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
     pp: list[float] = []
     tg: list[float] = []
     ttft: list[float] = []
+    meter = _meter(spec)
     while len(pp) < spec["max_tries"]:
         p, f, t = _try(session, prompt, gen)
         pp.append(len(prompt) / p)
@@ -147,6 +151,8 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         tg.append(gen / t)
         if len(pp) >= spec["min_tries"] and max(_cv(pp), _cv(tg)) <= spec["cv_target"]:
             break
+    # the tries' energy: every try processed the prompt and generated `gen` tokens
+    energy = meter.stop().summary(len(pp), len(pp) * (len(prompt) + gen)) if meter is not None else None
     peak_rss = _peak_rss()
     logits = session.logits(prompt)
     decoded = decode_logits(session, prompt, int(spec["decode_check_tokens"]))
@@ -173,7 +179,25 @@ def measure(spec: dict[str, Any]) -> dict[str, Any]:
         "cv": max(_cv(pp), _cv(tg)),
         "greedy": greedy,
         "placement": where,
+        "energy": energy,
     }
+
+
+def _meter(spec: dict[str, Any]) -> EnergyMeter | None:
+    """The energy meter of the timed tries (edge.energy_sources): NVML for a GPU build's row, where NVML
+    reads (an NVIDIA GPU under its Vulkan driver), else RAPL and the board's sampled power; None: none asked."""
+    from fleetbench.energy.meter import EnergyMeter
+    from fleetbench.energy.sampled import SAMPLED_SOURCES
+
+    sources: list[str] = spec.get("energy_sources", [])
+    if not sources:
+        return None
+    gpu = spec.get("backend", "cpu") != "cpu" and "nvml" in sources
+    return EnergyMeter(
+        gpu_index=0 if gpu else None,
+        sampled=tuple(s for s in sources if s in SAMPLED_SOURCES),
+        read_rapl="rapl" in sources,
+    ).start()
 
 
 def _placement(spec: dict[str, Any], session: Any) -> dict[str, Any]:
