@@ -42,8 +42,10 @@ HF_CONFIG: dict[str, Any] = {
     "tie_word_embeddings": False,
     "hidden_act": "silu",
 }
+# llama.cpp's CPU build only: the model sources are checked here, the Vulkan build in test_edge_llm_vulkan.py
 QUIET = ("--set", "edge.thermal_sources=[]", "--set", "edge.cooldown_s=0", "--set", "edge.llm.min_tries=1",
-         "--set", "edge.llm.max_tries=1", "--set", "edge.llm.mmap=[true]", "--threads", "1")  # fmt: skip
+         "--set", "edge.llm.max_tries=1", "--set", "edge.llm.mmap=[true]", "--threads", "1",
+         "--backend", "cpu")  # fmt: skip
 
 
 def hf_weights(config: dict[str, Any], seed: int = 0) -> dict[str, torch.Tensor]:
@@ -170,7 +172,9 @@ def test_edge_llm_hf_exports_to_llama_cpp_and_mlx_and_agrees(tmp_path: Path) -> 
     results = json.loads(next(tmp_path.glob("r/*/edge/llm_results.json")).read_text())
     rows = {(row["runtime"], row["dtype"]): row for row in results["rows"]}
     assert set(rows) == {("llama.cpp", "f32"), ("llama.cpp", "q4_k_m"), ("mlx", "f32"), ("mlx", "int4")}
-    assert all(row["agrees"] and row["device"] == "cpu" for row in rows.values())
+    assert all(row["agrees"] for row in rows.values())
+    assert {row["device"] for key, row in rows.items() if key[0] == "mlx"} == {"cpu"}
+    assert all(row["device"] == row["placement"]["device"] for key, row in rows.items() if key[0] == "llama.cpp")
     assert rows["llama.cpp", "q4_k_m"]["tolerance"] > rows["llama.cpp", "f32"]["tolerance"]
     assert "tiny-llama" in done.stdout + done.stderr
 
@@ -191,7 +195,8 @@ def test_edge_llm_gguf_runs_an_existing_file_in_llama_cpp_only(tmp_path: Path) -
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     [row] = json.loads(next(tmp_path.glob("r/*/edge/llm_results.json")).read_text())["rows"]
-    assert (row["runtime"], row["dtype"], row["agrees"], row["device"]) == ("llama.cpp", "q4_k_m", True, "cpu")
+    assert (row["runtime"], row["dtype"], row["agrees"], row["backend"]) == ("llama.cpp", "q4_k_m", True, "cpu")
+    assert row["device"] == row["placement"]["device"] and row["offloaded_layers"] == 0
     shown = done.stdout + done.stderr
     assert "skipped mlx: cannot run a GGUF" in shown and "skipped executorch: cannot run a GGUF" in shown
     # the file's own weights: a planted wrong embedding row in eager's copy is what the check would see
