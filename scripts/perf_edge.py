@@ -1,7 +1,8 @@
 """`make perf`, edge rows: ratios measured side by side in one run on this machine's wgpu adapter.
 
 1. GEMM at 1024^3 fp32 as a fraction of the same adapter's FMA peak (the fastest of the peak_fma
-   probes, 2, 3 or 4 chains per invocation: which one is fastest depends on the driver), target
+   probes, 2, 3 or 4 chains per invocation: which one is fastest depends on the driver; each sized to
+   fill the device as `edge run` sizes it, fleetbench.edge.peak_sizing), target
    >= 50%: the subgroup GEMM on texture inputs (gemm_texture) where the adapter has subgroups, with
    the storage-buffer subgroup GEMM, the register-blocked vec4 kernel and the workgroup-memory tiled one
    beside it for comparison.
@@ -31,8 +32,6 @@ ROUNDS = perfkit.rounds(full=7, quick=5)
 TARGET = ">= 0.5"  # the first GEMM the adapter runs, over its FMA peak
 PER_ROUND = 3  # dispatches (or matmuls) per variant per round
 N = 1024
-# 256 x 256 invocations x 1024 steps x 12 lanes: about 10 ms on lavapipe, so launch cost hardly counts
-PEAK_WORKGROUPS = 256
 # The first one the adapter can run is the target row; the others are measured beside it for comparison.
 GEMMS = ("gemm_texture", "gemm_subgroup", "gemm_vec4", "gemm_tiled")
 PROBES = ("peak_fma", "peak_fma_2chain", "peak_fma_4chain")
@@ -51,8 +50,6 @@ def plan_gemms() -> tuple[EdgePlan, list[str]] | None:
             kernels=[*gemms, *PROBES],
             dtypes=["float32"],
             gemm_sizes=[N],
-            peak_workgroups=PEAK_WORKGROUPS,
-            peak_iterations=1024,
             mps=False,
         )
         return plan_edge(cfg), gemms
@@ -69,7 +66,13 @@ def measure_rates(plan: EdgePlan) -> tuple[dict[str, float], dict[str, list[floa
 
     with contextlib.ExitStack() as stack:
         timers = {}
+        sized = []
         for item in plan.compiled:
+            if item.problem.spec.op == "peak":  # grown to fill this device, as `edge run` sizes it
+                item, sizing = measure.sized_probe(plan, item)
+                console.print(f"perf_edge: {item.problem.spec.name} sized to {sizing.workgroups} workgroups x "
+                              f"{sizing.iterations} steps ({sizing.seconds * 1e3:.1f} ms a dispatch)")  # fmt: skip
+            sized.append(item)
             timer, out = stack.enter_context(measure.bound(plan, item))
             timer.run_once()
             if not kernels.compare(item.problem, plan.device.queue.read_buffer(out))[2]:
@@ -83,7 +86,7 @@ def measure_rates(plan: EdgePlan) -> tuple[dict[str, float], dict[str, list[floa
                 medians[name].append(statistics.median(fn(PER_ROUND)))
     seconds = {name: statistics.median(values) for name, values in medians.items()}
     rate = {name: 2.0 * N**3 / s for name, s in seconds.items()}
-    for item in plan.compiled:
+    for item in sized:
         if item.problem.spec.op == "peak":
             rate[item.problem.spec.name] = item.problem.flops / seconds[item.problem.spec.name]
     return rate, medians

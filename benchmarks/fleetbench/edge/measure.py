@@ -88,8 +88,7 @@ def run_problem(plan: EdgePlan, item: Compiled, on_try: Callable[[int], None] | 
         row = _checked_row(plan, item)
         if not row.correct:
             return row
-        sizing = _size_peak(plan, item)
-        item = Compiled(_sized_peak(plan, item, sizing.workgroups, sizing.iterations), item.pipeline, item.source)
+        item, sizing = sized_probe(plan, item)
     cfg, problem = plan.cfg, item.problem
     with bound(plan, item) as (timer, output):
         warm = [timer.run_once() for _ in range(cfg.warmup)]
@@ -153,6 +152,13 @@ def _checked_row(plan: EdgePlan, item: Compiled) -> KernelRow:
 def _sized_peak(plan: EdgePlan, item: Compiled, workgroups: int, iterations: int) -> kernels.Problem:
     spec, limits = item.problem.spec, plan.adapter.limits if plan.adapter else {}
     return kernels.peak_problem(spec, item.problem.dtype, workgroups, iterations, limits, timed=True)
+
+
+def sized_probe(plan: EdgePlan, item: Compiled) -> tuple[Compiled, peak_sizing.Sizing]:
+    """A peak probe grown to fill this device (see _size_peak), compiled as it will be timed, and its sizing."""
+    sizing = _size_peak(plan, item)
+    sized = Compiled(_sized_peak(plan, item, sizing.workgroups, sizing.iterations), item.pipeline, item.source)
+    return sized, sizing
 
 
 def _size_peak(plan: EdgePlan, item: Compiled) -> peak_sizing.Sizing:
