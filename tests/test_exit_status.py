@@ -171,3 +171,50 @@ def test_an_export_that_the_reader_would_refuse_is_never_written(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
     write_program(target, (28).to_bytes(4, "little") + b"ET12" + bytes(64))  # what the reader accepts is kept
     assert target.read_bytes()[4:8] == b"ET12" and len(list(tmp_path.iterdir())) == 1
+
+
+def marked_processes(mark: str) -> list[str]:
+    """The processes whose environment carries `mark` (children inherit it)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if mark.encode() in (proc / "environ").read_bytes():
+                    found.append(proc.name)
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.slow
+def test_sigterm_to_a_torchrun_launch_stops_every_rank_and_is_an_interrupt(tmp_path: Path) -> None:
+    """`train --nproc 2` stopped by SIGTERM while its ranks step: torchrun's agent stops them and raises its
+    own SignalException, which is the interrupt (exit 130, one line), not a crash; each rank's record is
+    a complete failed one that says SIGTERM, and no rank is left running."""
+    results = tmp_path / "results"
+    mark = f"fleetbench-sigterm-ranks-{os.getpid()}-{time.monotonic_ns()}"
+    env = {**_env(tmp_path), "SIGTERM_TEST_MARK": mark}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fleetbench", "train", "--device", "cpu", "--nproc", "2", "--steps", "100000",
+         "--results-dir", str(results), "--run-id", "t", "--set", "train.plot=false", "--set", "train.threads=1"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        steps = results / "t" / "train_steps.jsonl"
+        deadline = time.monotonic() + 240
+        while not (steps.is_file() and steps.stat().st_size) and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == "fleetbench: interrupted (SIGTERM)"
+    assert "Traceback" not in err + out and "a bug" not in err
+    records = [json.loads(line) for line in (results / "t" / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["rank"] for r in records) == [0, 1]
+    assert all(r["status"] == "failed" and "SIGTERM" in r["error"] for r in records)
+    assert not marked_processes(mark), "ranks left behind"

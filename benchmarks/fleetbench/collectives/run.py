@@ -107,7 +107,7 @@ def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[Collectiv
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
     from fleetbench.train.handoff import failure_from_ranks
-    from fleetbench.train.launch import describe_child_failure, patched_environ, probe_rendezvous
+    from fleetbench.train.launch import describe_child_failure, patched_environ, probe_rendezvous, run_torchrun
     from fleetbench.train.parallel import usable_cpu_cores
 
     cfg = config.collectives
@@ -125,7 +125,7 @@ def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[Collectiv
         args = torchrun.parse_args(torchrun_args(cfg, nproc, context.run_id, config_path))  # type: ignore[no-untyped-call]
         try:
             with patched_environ(env):
-                torchrun.run(args)  # type: ignore[no-untyped-call]
+                run_torchrun(args)
         except ChildFailedError as exc:
             raise failure_from_ranks(error_dir, describe_child_failure(exc).replace("training", BENCHMARK)) from None
     return result_of(context)

@@ -25,7 +25,7 @@ import yaml
 from fleetbench.config.schema import FleetbenchConfig
 from fleetbench.config.train import TrainConfig
 from fleetbench.envvars import TRAIN_ERROR_DIR_ENV as ERROR_DIR_ENV
-from fleetbench.errors import UserError
+from fleetbench.errors import Terminated, UserError
 from fleetbench.fsutil import check_writable_dir
 from fleetbench.job import JobResult, RunContext
 from fleetbench.train.checkpoint import check_resume, resume_run_id
@@ -168,6 +168,20 @@ def torchrun_args(cfg: TrainConfig, nproc: int, rdzv_id: str, config_path: Path)
     return [*args, "--module", WORKER_MODULE, WORKER_COMMAND, "--config", str(config_path)]
 
 
+def run_torchrun(args: object) -> None:
+    """torch.distributed.run.run(args). Its agent puts in its own SIGTERM and SIGINT handler, which stops the
+    ranks and then raises SignalException: here that is the interrupt it is (exit 130), not a crash."""
+    import torch.distributed.run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+
+    try:
+        torchrun.run(args)  # type: ignore[no-untyped-call]
+    except SignalException as exc:
+        if exc.sigval == signal.SIGTERM:
+            raise Terminated(f"interrupted by signal {int(exc.sigval)} (SIGTERM)") from None
+        raise KeyboardInterrupt from None
+
+
 def describe_child_failure(exc: BaseException) -> str:
     """How each failed rank ended (exit status or signal, with the OOM killer's hint for SIGKILL)."""
     failures = getattr(exc, "failures", {}) or {}
@@ -239,7 +253,7 @@ def launch(config: FleetbenchConfig, context: RunContext) -> JobResult[TrainOutc
         args = torchrun.parse_args(torchrun_args(cfg, nproc, rdzv_id, config_path))  # type: ignore[no-untyped-call]
         try:
             with patched_environ(env):
-                torchrun.run(args)  # type: ignore[no-untyped-call]
+                run_torchrun(args)
         except ChildFailedError as exc:
             raise failure_from_ranks(error_dir, describe_child_failure(exc)) from None
         except RendezvousError as exc:
