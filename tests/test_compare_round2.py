@@ -8,6 +8,7 @@ own functions and fixed seeds; docs/compare.md quotes these same figures.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -510,3 +511,47 @@ def test_bisect_on_real_probe_processes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"first bad commit: {commits[5]}" in result.stdout
     assert "fleetbench-rounds-" not in git(repo, "worktree", "list")
+
+
+# --- stored runs pooled into one side ---------------------------------------------------------------------
+def stored(root: Path, run_id: str, samples: list[float], load1: float = 0.2) -> None:
+    folder = root / run_id
+    folder.mkdir(parents=True)
+    rec = record(run_id, {FLOPS: samples}).model_copy(update={"load": Load(load1=load1, steal_pct=0.0, cores=2)})
+    (folder / RECORDS_FILE).write_text(rec.model_dump_json() + "\n")
+
+
+def test_stored_runs_pooled_with_commas_are_independent_processes(tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    rng = np.random.default_rng(21)
+    for i in range(4):  # four separate runs a side; new 30 % slower, 1 % run-to-run noise
+        stored(root, f"a{i}", [100 * math.exp(0.01 * rng.standard_normal()) for _ in range(3)])
+        stored(root, f"b{i}", [70 * math.exp(0.01 * rng.standard_normal()) for _ in range(3)])
+        stored(root, f"busy{i}", [70 * math.exp(0.01 * rng.standard_normal()) for _ in range(3)], load1=6.0)
+    pooled = run_cli("compare", "--results-dir", str(root), "a0,a1,a2,a3", "b0,b1,b2,b3", "--format", "json")
+    report = json.loads(pooled.stdout)
+    (row,) = report["rows"]
+    assert pooled.returncode == 1 and row["verdict"] == "worse" and row["change_pct"] < -25, pooled.stderr
+    assert report["comparisons"][0]["processes"] == [4, 4] and row["base_samples"] == 4
+    # the loads the runs' records kept: new ran on a busy machine, so no verdict
+    busy = run_cli("compare", "--results-dir", str(root), "a0,a1,a2,a3", "busy0,busy1,busy2,busy3", "--format", "json")
+    assert busy.returncode == 0 and json.loads(busy.stdout)["rows"][0]["verdict"] == UNSTABLE
+    # one run a side is still a single pair: never gated on its steps
+    single = run_cli("compare", "--results-dir", str(root), "a0", "b0", "--format", "json")
+    assert single.returncode == 0 and json.loads(single.stdout)["rows"][0]["verdict"] == NOT_ENOUGH
+
+
+@pytest.mark.parametrize(
+    ("side", "message"),
+    [("a0,,a1", "'a0,,a1' is not accepted; accepted: two or more different runs joined by commas"),
+     ("a0,a0", "'a0,a0' is not accepted; accepted: two or more different runs joined by commas"),
+     ("a0,nope", "run 'nope' not found"),
+     ("a0,main", "'a0,main': main is a baseline; accepted: runs")],
+)  # fmt: skip
+def test_a_bad_pool_is_one_line(tmp_path: Path, side: str, message: str) -> None:
+    root = tmp_path / "results"
+    for name in ("a0", "a1", "b0"):
+        stored(root, name, [1.0, 1.0, 1.0])
+    assert run_cli("baseline", "--results-dir", str(root), "set", "main", "b0").returncode == 0
+    result = run_cli("compare", "--results-dir", str(root), side, "b0")
+    assert result.returncode == 2 and message in result.stderr and len(result.stderr.strip().splitlines()) == 1

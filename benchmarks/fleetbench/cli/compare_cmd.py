@@ -2,6 +2,7 @@
 
 fleetbench compare BASE NEW [NEW ...]               run ids, run folders or baseline names (within run)
 fleetbench compare --baseline main NEW              against a named baseline
+fleetbench compare a1,a2,a3 b1,b2,b3                stored runs pooled: each side 3 independent processes
 fleetbench compare --rounds --new-set probe.threads=1 -- probe --set probe.matmul_sizes=[256]
                                                     base and new in 20 processes each (compare.rounds), interleaved
 fleetbench compare --rounds --base-rev main --new-rev HEAD -- probe
@@ -15,7 +16,8 @@ Hodges-Lehmann factor is at least its minimum change (max of compare.min_change_
 floor of this machine class, fleetbench noise). Effects are factors: a rate halving and a time doubling
 are both a 100 % change, for the minimum change and --fail-on-regression alike. The interval shown is
 the test's own confidence set (Hodges-Lehmann), so it excludes no change exactly when the test rejects.
-Independent samples are processes (--rounds N, 3 to 1000; baselines of fleetbench noise); a single pair
+Independent samples are processes (--rounds N, 3 to 1000; baselines of fleetbench noise; stored runs
+pooled as RUN1,RUN2,RUN3); a single pair
 of runs is judged only against a noise floor calibrated for this machine class, else its figures are
 printed with "not enough independent samples to judge" (exit 0 unless a failure). A figure whose
 processes spread by more than compare.unstable_spread_pct, or that ran under a load average above

@@ -86,8 +86,11 @@ class RunRef:
 
 
 def load_run(ref: str, results_root: Path) -> RunRef:
-    """A run folder, a run id under `results_root`, or a baseline name, in that order; figures checked."""
+    """A run folder, a run id under `results_root`, or a baseline name, in that order; figures checked.
+    `A,B,C`: stored runs of one configuration pooled as one side of that many processes (pool_runs)."""
     path = Path(ref)
+    if "," in ref and not path.is_dir():
+        return pool_runs(ref, results_root)
     if path.is_dir():
         if not (path / RECORDS_FILE).is_file():
             raise UserError(f"{ref}: no result records ({RECORDS_FILE} missing); pass a run folder or run id")
@@ -105,6 +108,29 @@ def load_run(ref: str, results_root: Path) -> RunRef:
         )
     check_records(run.label, run.records)
     return run
+
+
+def pool_runs(ref: str, results_root: Path) -> RunRef:
+    """Stored runs named `A,B,C` as one side of len(parts) processes: each run one independent sample (its
+    records' loads kept for the stability check), as the processes of `compare --rounds` are. Each part is
+    a run of one process (a run id or folder, not a baseline), named once; at least two."""
+    parts = ref.split(",")
+    if len(parts) < 2 or any(not part for part in parts) or len(set(parts)) != len(parts):
+        raise UserError(
+            f"{ref!r} is not accepted; accepted: two or more different runs joined by commas (RUN1,RUN2,RUN3), "
+            "one side of as many processes"
+        )
+    records: list[ResultRecord] = []
+    for part in parts:
+        run = load_run(part, results_root)
+        if run.processes != 1 or run.label.startswith("baseline "):
+            raise UserError(f"{ref!r}: {part} is a baseline; accepted: runs (a baseline of processes stands alone)")
+        if len({r.run_id for r in run.records}) != 1:
+            raise UserError(f"{ref!r}: {part} holds the records of several runs; accepted: runs of one process each")
+        records += run.records
+    pooled_ref = RunRef(ref, ",".join(parts), records, processes=len(parts))
+    check_records(pooled_ref.label, records)
+    return pooled_ref
 
 
 def load_baseline(name: str, results_root: Path) -> RunRef:
