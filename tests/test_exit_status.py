@@ -148,15 +148,7 @@ def test_sigterm_mid_run_leaves_a_complete_record_no_temp_file_and_exit_130(tmp_
     assert len(lines) == 1
     record = json.loads(lines[0])
     assert record["status"] == "failed" and "SIGTERM" in record["error"]
-    marked = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if mark.encode() in (proc / "environ").read_bytes():
-                    marked.append(proc.name)
-            except OSError:
-                continue
-    assert not marked, f"processes left behind: {marked}"
+    assert not (marked := marked_processes(mark)), f"processes left behind: {marked}"
 
 
 def test_an_export_that_the_reader_would_refuse_is_never_written(tmp_path: Path) -> None:

@@ -12,8 +12,9 @@ Weights: every *.safetensors file of the folder (one file or shards), read with 
 library, renamed to the suite's names (q_proj -> attention.wq, gate_proj -> feed_forward.w1, ...).
 Hugging Face stores q_proj and k_proj permuted for its rotate-half RoPE; they are permuted back to
 Meta's adjacent pairs (what convert_hf_to_gguf.py does for llama.cpp). With tied embeddings the
-output head is the embedding. The tokenizer files are not read: the benchmark feeds token ids, and
-the GGUF carries the suite's byte-level placeholder vocabulary of the model's size.
+output head is the embedding. The tokenizer files are not read: the benchmark feeds token ids, never
+text, so the GGUF carries the suite's byte-level token table (gguf_export) sized to the model's
+vocabulary; a user's own tokenizer is not carried into the exports (a limit, said in docs/edge-llm.md).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from fleetbench.train.rope import RopeScaling
 
 ARCHITECTURES = ("LlamaForCausalLM",)
 ACCEPTED = "accepted: a Hugging Face LlamaForCausalLM folder (config.json and *.safetensors)"
-MIN_VOCAB = 258  # the GGUF's placeholder vocabulary: 256 bytes, then <s> and </s>
+MIN_VOCAB = 258  # the GGUF's byte-level token table: 256 bytes, then <s> and </s>
 
 # Hugging Face name inside model.layers.N. -> the suite's name inside layers.N.
 BLOCK_NAMES = {
