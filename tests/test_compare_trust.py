@@ -206,9 +206,10 @@ def plant(repo: Path, replacement: str, message: str) -> str:
 
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """A scratch repository of this checkout's benchmarks/: A as is; B times eight times the multiply-adds
-    per counted matmul (the slow-down scripts/perf_compare.py plants at 10 %: here it must stand out of
-    the 2-3x swings a shared 2-core machine gives single processes); C's matmul probe raises."""
+    """A scratch repository of this checkout's benchmarks/: A as is; B 32 times the multiply-adds per
+    counted matmul (the slow-down scripts/perf_compare.py plants at 10 %: here it must stand out of the
+    swings a shared 2-core machine gives single processes, 4x apart within one commit at load 8, where
+    8x the work left no step to find); C's matmul probe raises."""
     repo = tmp_path_factory.mktemp("planted") / "repo"
     shutil.copytree(
         REPO / "benchmarks", repo / "benchmarks", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
@@ -221,12 +222,12 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         "    flops = count_flops(op)\n"
         "    extra = torch.empty(n, n, device=device.torch_device, dtype=dtype)\n\n"
         "    def slow_op() -> object:\n"
-        "        for _ in range(7):  # planted: the multiply-adds seven times more, uncounted\n"
+        "        for _ in range(31):  # planted: the multiply-adds 31 times more, uncounted\n"
         "            torch.matmul(a, b, out=extra)\n"
         "        return op()\n\n"
         "    timed = time_op(slow_op, device, min_run_time_s, threads)\n"
     )
-    b = plant(repo, slow, "B: eight times the work per counted matmul")
+    b = plant(repo, slow, "B: 32 times the work per counted matmul")
     broken = "    raise RuntimeError('planted failure: the matmul probe breaks')\n"
     c = plant(repo, broken, "C: the matmul probe raises")
     return {"repo": repo, "A": a, "B": b, "C": c}
