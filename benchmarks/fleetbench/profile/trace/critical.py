@@ -342,7 +342,8 @@ class _Graph:
                     ready.append(v)
         if seen < count:  # a cycle: times that contradict each other (HTA refuses the graph too)
             raise UserError("the trace's events form a cycle (times that contradict each other); no critical path")
-        node = max(range(count), key=dist.__getitem__)
+        # of equally long ends, the latest: a path into a host's wait ends at the wait, not the kernel before it
+        node = max(range(count), key=lambda n: (dist[n], self.time(n)))
         path: list[int] = []
         while best[node] >= 0:
             path.append(best[node])
