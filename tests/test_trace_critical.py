@@ -199,6 +199,12 @@ def test_rank_of_a_folder(tmp_path: Path) -> None:
         trace_of_rank([folder], 5)
     with pytest.raises(UserError, match="pick one with --rank N"):
         trace_of_rank([folder], None)
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    for name in ("a_rank-0.json.gz", "b_rank-0.json.gz"):
+        shutil.copy(SAMPLED_RANK0, twice / name)
+    with pytest.raises(UserError, match=r"traces .*a_rank-0.json.gz and .*b_rank-0.json.gz are both rank 0"):
+        trace_of_rank([twice], 0)
 
 
 # ---- the CLI ----

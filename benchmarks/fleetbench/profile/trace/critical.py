@@ -288,7 +288,12 @@ def trace_of_rank(paths: Sequence[Path], rank: int | None) -> Path:
             info = _RANK_DECODER.decode(_read_bytes(trace)).distributedInfo
         except (msgspec.MsgspecError, ValueError):
             info = load_trace(trace).get("distributedInfo")
-        ranks.setdefault(_rank({"distributedInfo": info} if info is not None else {}, trace), trace)
+        found = _rank({"distributedInfo": info} if info is not None else {}, trace)
+        if found == rank and rank in ranks:  # two unrelated jobs' traces: which one is meant is not ours to guess
+            raise UserError(
+                f"traces {ranks[rank]} and {trace} are both rank {rank}: pass the one meant, or a folder of one run"
+            )
+        ranks.setdefault(found, trace)
     if rank not in ranks:
         raise UserError(f"rank {rank} is not among the traces given; their ranks: {', '.join(map(str, sorted(ranks)))}")
     return ranks[rank]
