@@ -261,14 +261,14 @@ def hta_on_pandas(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def hta_path(trace: Path, tmp: Path, annotation: str = "", instance: int = 0) -> dict[str, float]:
+def hta_path(trace: Path, tmp: Path, annotation: str = "", instance: int = 0, rank: int = 0) -> dict[str, float]:
     """HTA's critical path of one trace: its length and time per `bound_by` class, in µs."""
     hta_analysis = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed")
     folder = tmp / trace.name
     folder.mkdir(parents=True)
     shutil.copy(trace, folder / trace.name)
     analysis = hta_analysis.TraceAnalysis(trace_dir=str(folder))
-    graph, ok = analysis.critical_path_analysis(rank=0, annotation=annotation, instance_id=instance)
+    graph, ok = analysis.critical_path_analysis(rank=rank, annotation=annotation, instance_id=instance)
     assert ok
     frame = graph.get_critical_path_breakdown()
     out = {str(k): float(v) for k, v in frame.groupby("bound_by").duration.sum().items() if k}
@@ -291,10 +291,13 @@ def assert_same(mine: dict[str, float], theirs: dict[str, float], rel: float) ->
 @pytest.mark.realdata
 @pytest.mark.usefixtures("hta_on_pandas")
 def test_equal_to_hta_on_a_step_of_a_whole_microsecond_trace(tmp_path: Path) -> None:
-    """sampled_rank-0, ProfilerStep#551 (HTA's first instance): 267.581 ms, every class to the µs."""
-    mine = ours(critical_path(SAMPLED_RANK0, 551, HTA_RULES))
-    assert_same(mine, hta_path(SAMPLED_RANK0, tmp_path, "ProfilerStep", 0), rel=1e-9)
-    assert mine["length"] == pytest.approx(267581)
+    """trace_filter's two ranks, ProfilerStep#551 (HTA's first instance): 267.581 ms and 272.736 ms,
+    every class to the µs."""
+    for rank, length in ((0, 267581), (1, 272736)):
+        trace = SAMPLED_RANK0.with_name(f"sampled_rank-{rank}.json.gz")
+        mine = ours(critical_path(trace, 551, HTA_RULES))
+        assert_same(mine, hta_path(trace, tmp_path, "ProfilerStep", 0, rank=rank), rel=1e-9)
+        assert mine["length"] == pytest.approx(length)
 
 
 @pytest.mark.realdata
