@@ -1,4 +1,5 @@
-"""`fleetbench trace summarize PATH...`: the summary of any PyTorch profiler trace, one rank or many."""
+"""`fleetbench trace summarize PATH...`: the summary of any PyTorch profiler trace, one rank or many;
+`trace diff A B`: what changed between two; `trace critical-path PATH`: the critical path of one step."""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ SUMMARIZE_FLAGS = (
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `trace summarize`."""
     trace = commands.add_parser("trace", help="summarise PyTorch profiler traces: breakdown, overlap, straggler")
-    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="{summarize,diff}")
+    sub = trace.add_subparsers(dest="trace_command", required=True, metavar="{summarize,diff,critical-path}")
     summarize = sub.add_parser(
         "summarize",
         help="per rank and step: compute/communication/memory/idle, overlap, top kernels and ops, launch gaps; "
@@ -96,6 +97,64 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     diff.add_argument("--format", choices=FORMATS, default="table", help="table (default), md or json")
     diff.add_argument("--json", action="store_true", help="the same as --format json")
     diff.set_defaults(handler=handle_diff)
+    critical = sub.add_parser(
+        "critical-path",
+        help="the critical path of one step (HTA's critical path analysis): its length, its time by kind "
+        "(CPU op, runtime, launch delay, kernel, communication, gaps, syncs), the ops and kernels on it",
+    )
+    critical.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="a trace (.json or .json.gz), or a folder of rank traces with --rank",
+    )
+    critical.add_argument("--rank", type=_whole, help="the rank whose trace to read (needed when several are given)")
+    critical.add_argument(
+        "--step", type=_whole, help="K of ProfilerStep#K (default: the first step; a trace without steps: all of it)"
+    )
+    critical.add_argument(
+        "--comm",
+        choices=("fleetbench", "hta"),
+        default="fleetbench",
+        help="which kernels are communication: fleetbench (default): by what they do (docs/trace.md); "
+        "hta: HTA's rule, `nccl` in the name",
+    )
+    critical.add_argument("--top", type=_positive, default=15, help="ops and kernels listed (default 15)")
+    critical.add_argument("--format", choices=FORMATS, default="table", help="table (default), md or json")
+    critical.add_argument("--json", action="store_true", help="the same as --format json")
+    critical.add_argument("--png", type=Path, help="also draw the step's timeline with the path on it to this PNG")
+    critical.set_defaults(handler=handle_critical_path)
+
+
+def _whole(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is below 0")
+    return value
+
+
+def handle_critical_path(args: argparse.Namespace, console: Console) -> int:
+    """Print the critical path of one step of one rank's trace; --png draws it on the step's timeline."""
+    from fleetbench.cli.views.trace import print_critical_path
+    from fleetbench.profile.trace.comm import CommRules
+    from fleetbench.profile.trace.critical import critical_path, trace_of_rank
+
+    if args.png is not None:
+        check_writable_dir(args.png.parent, "--png folder", "--png")
+    result = critical_path(trace_of_rank(list(args.paths), args.rank), args.step, CommRules(args.comm))
+    if args.png is not None:
+        from fleetbench.profile.trace.critical_chart import draw_critical_path
+
+        draw_critical_path(result, args.png)
+    if args.json or args.format == "json":
+        print(result.to_json())
+    else:
+        print_critical_path(Console(width=None if sys.stdout.isatty() else 160), result, args.format, args.top)
+    return 0
 
 
 def handle_diff(args: argparse.Namespace, console: Console) -> int:

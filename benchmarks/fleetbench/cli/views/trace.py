@@ -1,4 +1,4 @@
-"""What `fleetbench trace summarize` prints: the same grids as rich tables or as Markdown.
+"""What `fleetbench trace summarize` (and `trace diff`, `trace critical-path`) prints: the same grids as rich tables or as Markdown.
 
 Absent figures print as `absent`, never as 0. Torch is not imported here: the command reads traces only.
 """
@@ -13,6 +13,7 @@ from rich.table import Table
 
 from fleetbench.cli.views.profile import ABSENT, pct, seconds
 from fleetbench.profile.trace.breakdown import DeviceBreakdown
+from fleetbench.profile.trace.critical import KIND_WORDS, CriticalPath
 from fleetbench.profile.trace.diff import KINDS, TraceDiff
 from fleetbench.profile.trace.ranks import RankComparison
 from fleetbench.profile.trace.report import TraceReport
@@ -353,3 +354,54 @@ def print_diff(console: Console, result: TraceDiff, fmt: str, top: int) -> None:
         console.print(to_rich(grid))
     else:
         console.print("no kernel or op changed in count or time", markup=False)
+
+
+def critical_kinds_grid(result: CriticalPath) -> Grid:
+    """The path's time by what it is spent on, with the count of its edges of each kind."""
+    grid = Grid(
+        f"critical path of {result.step}: {seconds(result.length_s)} by kind",
+        ["kind", "what", "time", "share", "edges"],
+        left=2,
+    )
+    for kind, words in KIND_WORDS.items():
+        value = result.by_kind[kind]
+        share = value / result.length_s if result.length_s else 0.0
+        grid.rows.append([kind, words, seconds(value), pct(share), str(result.edges_by_kind[kind])])
+    return grid
+
+
+def critical_top_grid(result: CriticalPath, top: int) -> Grid:
+    """The ops, runtime calls and kernels that hold most of the path."""
+    grid = Grid(
+        f"the {min(top, len(result.top))} names with most time on the path (of {len(result.top)})",
+        ["kind", "name", "edges", "time", "share"],
+        left=2,
+    )
+    for entry in result.top[:top]:
+        grid.rows.append([entry.kind, entry.short, str(entry.edges), seconds(entry.time_s), pct(entry.share)])
+    return grid
+
+
+def critical_lines(result: CriticalPath) -> list[str]:
+    """Which trace and step, the path's length against the step's span, the communication rule."""
+    return [
+        f"trace {result.path} (rank {result.rank}), {result.step}: critical path {seconds(result.length_s)} "
+        f"over a host span of {seconds(result.span_s)}, {len(result.edges)} edges",
+        result.comm,
+    ]
+
+
+def print_critical_path(console: Console, result: CriticalPath, fmt: str, top: int) -> None:
+    """Print a critical path as rich tables (`table`) or Markdown (`md`)."""
+    grids = [critical_kinds_grid(result), critical_top_grid(result, top)]
+    lines = critical_lines(result)
+    if fmt == "md":
+        text = ["# Critical path", "", *(f"- {line}" for line in lines), ""]
+        for grid in grids:
+            text.extend([to_markdown(grid), ""])
+        console.print("\n".join(text), markup=False, highlight=False, soft_wrap=True)
+        return
+    console.print(lines[0], markup=False, soft_wrap=True)
+    for grid in grids:
+        console.print(to_rich(grid))
+    console.print(lines[1], markup=False, soft_wrap=True)

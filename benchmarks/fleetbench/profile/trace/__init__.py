@@ -11,6 +11,8 @@ Modules:
   idle       idle time per stream: host wait, kernel wait, other (HTA's idle-time breakdown)
   queue      queue length per stream and launch delay per step (HTA's launch statistics)
   diff       `fleetbench trace diff`: two traces or runs, op by op and kernel by kernel
+  critical   `fleetbench trace critical-path`: the critical path of one step (HTA's graph), by kind and name
+  critical_chart  the step's timeline with its critical path drawn over it (PNG)
 The analysis modules import only each other and `profile.names`; the jobs that record a trace
 summary and the demo's trace stage are in profile/jobs/ (trace, trace_stage). The tables it prints live in `fleetbench.cli.views.trace`.
 """
