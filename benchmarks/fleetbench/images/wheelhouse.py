@@ -4,7 +4,7 @@ The images install from it with `--no-index --find-links`, so the torch build is
 chose (TORCH_SPEC; the CPU build for the `cpu` variant) and a multi-GB CUDA build can never sneak in
 through a loose requirement. Layout, inside the build context (gitignored, sent by .dockerignore):
 
-  build/wheelhouse/<key>/            key = py<XY>-<cpu|cuda>, e.g. py311-cpu
+  build/wheelhouse/<key>/            key = py<XY>-<cpu|cuda>[-arm64], e.g. py311-cpu, py311-cpu-arm64
       *.whl
       requirements.txt               pins of the common set: project deps + extras of the images
                                      built on a base (identical for trainer and edge-vulkan, so the
@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import secrets
 import shutil
@@ -39,6 +38,7 @@ from typing import Any
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
+from fleetbench.images import emulation
 from fleetbench.images.specs import IMAGES, ImageSpec, Wheels
 from fleetbench.job import Progress, SilentProgress
 
@@ -51,6 +51,12 @@ WHEELHOUSE_DIR = "build/wheelhouse"
 GLIBC = {"3.11": 36, "3.12": 39}
 SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+# Source-only requirements an emulated build leaves out, and why: llama-cpp-python compiles llama.cpp,
+# which under qemu-user on this 2-core machine is measured in containers/README.md (arm64 images).
+LEFT_OUT_UNDER_EMULATION = {
+    "llama-cpp-python": "llama.cpp would be compiled under qemu (hours on 2 cores); build on an arm64 host"
+}
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +118,7 @@ def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[st
     additions: dict[str, list[str]] = {}
     for spec in IMAGES.values():
         # By torch build, not Python: a --base with another Python gets the same packages.
-        if wheels.torch_flavor not in {w.torch_flavor for w in spec.wheels.values()}:
+        if wheels.torch_flavor not in {w.torch_flavor for w in spec.wheels.values()} or wheels.arch not in spec.arches:
             continue
         reqs = _image_requirements(context, spec, optional)
         if spec.parent:
@@ -122,7 +128,18 @@ def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[st
         own = [req for extra in spec.own_extras for req in optional.get(extra, [])]
         if own:
             additions[spec.name] = [*additions.get(spec.name, []), *own]
+    if emulation.host_arch() != wheels.arch:
+        common = [r for r in common if _normal(_req_name(r)) not in LEFT_OUT_UNDER_EMULATION]
+        additions = {
+            name: [r for r in reqs if _normal(_req_name(r)) not in LEFT_OUT_UNDER_EMULATION]
+            for name, reqs in additions.items()
+        }
     return list(dict.fromkeys(common)), additions
+
+
+def left_out(wheels: Wheels) -> dict[str, str]:
+    """The requirements the `wheels` wheelhouse leaves out on this host, with why (emulated builds)."""
+    return dict(LEFT_OUT_UNDER_EMULATION) if emulation.host_arch() != wheels.arch else {}
 
 
 def all_requirements(context: Path, wheels: Wheels) -> list[str]:
@@ -132,7 +149,7 @@ def all_requirements(context: Path, wheels: Wheels) -> list[str]:
 
 
 def _pip_target_args(wheels: Wheels) -> list[str]:
-    arch = platform.machine()
+    arch = wheels.machine
     abi = f"cp{wheels.python.replace('.', '')}"
     return [
         "--only-binary=:all:",
@@ -150,11 +167,11 @@ def _pip_target_args(wheels: Wheels) -> list[str]:
     ]
 
 
-def _native_args(folders: list[Path]) -> list[str]:
+def _native_args(folders: list[Path], machine: str) -> list[str]:
     """pip arguments that admit the wheels built on the base (platform tag linux_<arch>) from `folders`."""
     if not folders:
         return []
-    return ["--platform", f"linux_{platform.machine()}", *(f"--find-links={folder}" for folder in folders)]
+    return ["--platform", f"linux_{machine}", *(f"--find-links={folder}" for folder in folders)]
 
 
 def platform_args(glibc_minor: int, arch: str) -> list[str]:
@@ -181,7 +198,7 @@ def ensure_wheelhouse(
     `native`: folders of wheels built from source for these images (native_wheel), which pip takes too."""
     torch = torch_spec(wheels.torch_flavor)
     common, additions = requirement_sets(context, wheels, torch)
-    target = [*_pip_target_args(wheels), *_native_args(native or [])]
+    target = [*_pip_target_args(wheels), *_native_args(native or [], wheels.machine)]
     inputs = {"layout": 2, "common": common, "additions": additions, "target": target}
     digest = hashlib.sha256(jsonio.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     rel = f"{WHEELHOUSE_DIR}/{wheels.key}"
