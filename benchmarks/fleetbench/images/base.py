@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fleetbench import jsonio
 from fleetbench.envvars import DEBIAN_MIRROR_ENV, DEBIAN_SECURITY_MIRROR_ENV
@@ -105,7 +105,8 @@ def base_exists(client: docker.DockerClient, ref: str, arch: str = DEFAULT_ARCH)
         image = client.images.get(ref)
     except ImageNotFound:
         return False
-    return bool((image.labels or {}).get(RECIPE_LABEL) == recipe_hash(arch))
+    same_arch = image.attrs.get("Architecture") == arch  # an engine's import can mark it as its own
+    return same_arch and bool((image.labels or {}).get(RECIPE_LABEL) == recipe_hash(arch))
 
 
 def ensure_base(
@@ -174,23 +175,23 @@ def ensure_base(
 def _import(
     client: docker.DockerClient, archive: Path, repository: str, tag: str, changes: list[str], arch: str
 ) -> None:
-    """`docker import` of the root file system, marked as `arch`'s (the SDK's import has no platform:
-    the engine's API has, since 1.32); a base of another architecture than the engine's needs it, or
-    builds FROM it refuse the platform they ask for."""
-    params: dict[str, object] = {"repo": repository, "tag": tag, "fromSrc": "-", "changes": changes}
-    if arch != DEFAULT_ARCH or emulation.host_arch() != DEFAULT_ARCH:
-        params["platform"] = f"linux/{arch}"
-    api: Any = client.api  # its request helpers are not in the SDK's type stubs
-    with archive.open("rb") as data:
-        # The SDK's own request helpers, with the platform parameter its import_image_from_file lacks.
-        response = api._post(
-            api._url("/images/create"),
-            data=data,
-            params=params,
-            headers={"Content-Type": "application/tar"},
-            timeout=None,
+    """`docker import` of the root file system; for another architecture than the engine's, a build
+    `FROM scratch` + `ADD` of it for linux/<arch> instead: engines before 23.0 import every file system as
+    their own architecture (their import takes only the OS of a platform), and builds FROM such a base
+    for another platform are refused."""
+    if arch == emulation.host_arch():
+        client.api.import_image_from_file(str(archive), repository=repository, tag=tag, changes=changes)
+        return
+    (archive.parent / "Dockerfile").write_text("\n".join(["FROM scratch", f"ADD {archive.name} /", *changes]) + "\n")
+    (archive.parent / ".dockerignore").write_text("*\n!Dockerfile\n!" + archive.name + "\n")
+    from docker.errors import BuildError
+
+    try:
+        client.images.build(
+            path=str(archive.parent), tag=f"{repository}:{tag}", platform=f"linux/{arch}", rm=True, pull=False
         )
-        api._raise_for_status(response)
+    except BuildError as exc:
+        raise UserError(f"importing the {arch} base {repository}:{tag} failed: {exc.msg}") from None
 
 
 def _debootstrap(rootfs: Path, mirror: str, progress: Progress, arch: str = DEFAULT_ARCH) -> None:
