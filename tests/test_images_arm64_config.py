@@ -112,3 +112,48 @@ def test_bad_arch_is_one_line_without_an_engine(
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fleetbench: error:"), err
     assert fragment in lines[0]
+
+
+# Prints each collected test's worker group (the xdist_group marker conftest.py's scheduling adds).
+GROUP_PLUGIN = """
+def pytest_collection_finish(session):
+    for item in session.items:
+        marker = item.get_closest_marker("xdist_group")
+        print("GROUP", item.nodeid, marker.args[0] if marker else None)
+"""
+
+
+def test_the_arm64_image_test_runs_beside_the_cold_builds_in_a_group_of_its_own(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "group_plugin.py").write_text(GROUP_PLUGIN)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "group_plugin",
+            "-n",
+            "0",
+            "tests/test_images_arm64.py",
+            "tests/test_images.py",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+    )
+    groups = {
+        line.split()[1].split("::")[0]: line.split()[2]
+        for line in done.stdout.splitlines()
+        if line.startswith("GROUP ")
+    }
+    assert groups.get("tests/test_images.py") == "docker", done.stdout[-2000:] + done.stderr[-2000:]
+    assert groups.get("tests/test_images_arm64.py") == "tests/test_images_arm64.py", groups
