@@ -17,6 +17,7 @@ SYSTEM_PACKAGES=(
   spirv-headers           # SPIR-V headers (CMake package): llama.cpp's Vulkan build
   spirv-tools             # spirv-val (validates SPIR-V; gemm_coopmat takes the newer one of the mobile extra)
   debootstrap             # the offline base image for cpu containers
+  qemu-user-static        # arm64 edge images built and run on x86-64 (binfmt_misc, register_binfmt below)
   chromium                # headless check of the offline report page
 )
 
@@ -214,7 +215,28 @@ llama_cpp_vulkan() {
   say "llama.cpp Vulkan build installed in $target"
 }
 
+# The kernel runs aarch64 programs (an arm64 image's build steps and containers) through qemu when
+# binfmt_misc has Debian's entry for them; systemd-binfmt registers it at boot, but containers and
+# machines without systemd never do. Idempotent; one line where it cannot (the arm64 tests then skip).
+register_binfmt() {
+  local binfmt=/proc/sys/fs/binfmt_misc conf=/usr/lib/binfmt.d/qemu-aarch64.conf
+  [ "$(uname -m)" = aarch64 ] && return 0
+  [ -e "$binfmt/qemu-aarch64" ] && return 0
+  [ -f "$conf" ] || { say "arm64 images left out: $conf is missing (apt-get install qemu-user-static)"; return 0; }
+  if [ "$(id -u)" -ne 0 ]; then
+    say "arm64 images left out: registering qemu-aarch64 in binfmt_misc needs root (sudo make setup)"; return 0
+  fi
+  if [ ! -e "$binfmt/register" ] && ! mount -t binfmt_misc binfmt_misc "$binfmt" 2>/dev/null; then
+    say "arm64 images left out: binfmt_misc cannot be mounted at $binfmt (a container without it?)"; return 0
+  fi
+  if ! cat "$conf" >"$binfmt/register" 2>/dev/null; then
+    say "arm64 images left out: the kernel refused qemu-aarch64's binfmt_misc entry ($conf)"; return 0
+  fi
+  say "registered qemu-aarch64 in binfmt_misc: arm64 images build and run here under emulation"
+}
+
 install_system_packages
+register_binfmt
 setup_venv
 llama_cpp_vulkan
 # The package's bytecode, kept current (an editable install has none): where PYTHONDONTWRITEBYTECODE is

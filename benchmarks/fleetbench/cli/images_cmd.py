@@ -13,7 +13,7 @@ from rich.console import Console
 from fleetbench.cli.options import add_results_dir
 from fleetbench.envvars import IMAGE_NAMESPACE_ENV, PUSHGATEWAY_ENV
 from fleetbench.errors import UserError
-from fleetbench.images.specs import DEFAULT_NAMESPACE, IMAGES, VARIANTS
+from fleetbench.images.specs import ARCHES, DEFAULT_ARCH, DEFAULT_NAMESPACE, IMAGES, VARIANTS
 from fleetbench.results.store import DEFAULT_RESULTS_DIR
 from fleetbench.urls import url_from
 
@@ -71,11 +71,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="apt package of Nsight Compute for the profiler ('' for none; default: on NVIDIA's base only)",
     )
     build.add_argument("--no-cache", action="store_true", help="rebuild every layer")
+    _arch(build)
     _namespace(build)
     build.set_defaults(handler=handle_build)
 
     base = sub.add_parser("base", help="make the local offline base of the cpu variants (debootstrap + import)")
     base.add_argument("--rebuild", action="store_true", help="make it again even when it exists")
+    _arch(base)
     _namespace(base)
     base.set_defaults(handler=handle_base)
 
@@ -103,6 +105,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     load = sub.add_parser("load", help="load images from an archive written by `images save`")
     load.add_argument("-i", "--input", default="-", metavar="FILE", help="archive path, or - for stdin (default)")
     load.set_defaults(handler=handle_load)
+
+
+def _arch(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--arch",
+        choices=tuple(ARCHES),
+        default=DEFAULT_ARCH,
+        help="image architecture (default amd64); arm64: the edge runner for arm64 boards, emulated by "
+        "qemu-user-static on other hosts (tags end in -arm64)",
+    )
 
 
 def _add_run_options(parser: argparse.ArgumentParser, defaults: argparse.Namespace | None = None) -> None:
@@ -220,6 +232,7 @@ def handle_build(args: argparse.Namespace, console: Console) -> int:
         base_python=args.base_python,
         nsight_compute=args.nsight_compute,
         no_cache=args.no_cache,
+        arch=args.arch,
     )
     _print_table(console, results_table(results))
     return 0
@@ -234,7 +247,12 @@ def handle_base(args: argparse.Namespace, console: Console) -> int:
     from fleetbench.progress import ConsoleProgress
 
     ref, built = ensure_base(
-        connect(), namespace, default_context() / "build", rebuild=args.rebuild, progress=ConsoleProgress(console)
+        connect(),
+        namespace,
+        default_context() / "build",
+        rebuild=args.rebuild,
+        progress=ConsoleProgress(console),
+        arch=args.arch,
     )
     if not built:
         log.info("%s is up to date (--rebuild makes it again)", ref)

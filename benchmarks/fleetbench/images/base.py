@@ -4,6 +4,9 @@ No registry can be reached on the development and CI machines, so no base image 
 builds `<namespace>/base:bookworm` from the Debian mirror (minbase + python3, python3-venv,
 ca-certificates, slimmed like Debian's own -slim images) and imports it. It takes about a minute or
 two; it is skipped when an image with the same recipe label exists.
+
+For arm64 (`<namespace>/base:bookworm-arm64`) debootstrap fetches Debian's arm64 packages and runs
+their maintainer scripts under qemu (images/emulation), and the import marks the image linux/arm64.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import TYPE_CHECKING
 from fleetbench import jsonio
 from fleetbench.envvars import DEBIAN_MIRROR_ENV, DEBIAN_SECURITY_MIRROR_ENV
 from fleetbench.errors import UserError
-from fleetbench.images.specs import LOCAL_BASE_TAG, local_base
+from fleetbench.images import emulation
+from fleetbench.images.specs import DEFAULT_ARCH, LOCAL_BASE_TAG, local_base
 from fleetbench.job import Progress, SilentProgress
 
 if TYPE_CHECKING:
@@ -83,13 +87,17 @@ def sources(mirror: str, security: str) -> str:
     )
 
 
-def recipe_hash() -> str:
+def recipe_hash(arch: str = DEFAULT_ARCH) -> str:
     """A short hash of what goes into the base; a base labelled with another one is made again."""
-    recipe = {"v": RECIPE_VERSION, "suite": SUITE, "packages": PACKAGES, "apt": APT_CONF, "dpkg": DPKG_SLIM}
+    recipe: dict[str, object] = {
+        "v": RECIPE_VERSION, "suite": SUITE, "packages": PACKAGES, "apt": APT_CONF, "dpkg": DPKG_SLIM
+    }  # fmt: skip
+    if arch != DEFAULT_ARCH:  # amd64's hash stays what it was: existing bases stay current
+        recipe["arch"] = arch
     return hashlib.sha256(jsonio.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def base_exists(client: docker.DockerClient, ref: str) -> bool:
+def base_exists(client: docker.DockerClient, ref: str, arch: str = DEFAULT_ARCH) -> bool:
     """Whether `ref` is on the engine and was made from the current recipe."""
     from docker.errors import ImageNotFound
 
@@ -97,7 +105,8 @@ def base_exists(client: docker.DockerClient, ref: str) -> bool:
         image = client.images.get(ref)
     except ImageNotFound:
         return False
-    return bool((image.labels or {}).get(RECIPE_LABEL) == recipe_hash())
+    same_arch = image.attrs.get("Architecture") == arch  # an engine's import can mark it as its own
+    return same_arch and bool((image.labels or {}).get(RECIPE_LABEL) == recipe_hash(arch))
 
 
 def ensure_base(
@@ -106,12 +115,13 @@ def ensure_base(
     work_dir: Path,
     rebuild: bool = False,
     progress: Progress | None = None,
+    arch: str = DEFAULT_ARCH,
 ) -> tuple[str, bool]:
-    """The local base's reference, built first when missing; returns (ref, built_now)."""
+    """The local base's reference for `arch`, built first when missing; returns (ref, built_now)."""
     progress = progress or SilentProgress()
-    ref = local_base(namespace)
-    if not rebuild and base_exists(client, ref):
-        log.debug("base %s: up to date (recipe %s)", ref, recipe_hash())
+    ref = local_base(namespace, arch)
+    if not rebuild and base_exists(client, ref, arch):
+        log.debug("base %s: up to date (recipe %s)", ref, recipe_hash(arch))
         return ref, False
     if os.geteuid() != 0:
         raise UserError(
@@ -123,6 +133,7 @@ def ensure_base(
             f"the local base image {ref} is missing and debootstrap is not installed: "
             "`apt-get install debootstrap` (or `make setup`)"
         )
+    emulation.require(arch)
     mirror, security = mirrors()
     log.info(
         "base %s: debootstrap --variant=minbase %s from %s (+%s); takes a minute or two, once",
@@ -135,7 +146,7 @@ def ensure_base(
     work_dir.mkdir(parents=True, exist_ok=True)
     with _scratch(work_dir) as scratch:
         rootfs = scratch / "rootfs"
-        _debootstrap(rootfs, mirror, progress)
+        _debootstrap(rootfs, mirror, progress, arch)
         _slim(rootfs, mirror, security)
         archive = scratch / "rootfs.tar"
         with progress.task("base", f"{ref}: packing and importing the root file system"):
@@ -149,21 +160,44 @@ def ensure_base(
                 "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "ENV LANG=C.UTF-8",
                 'CMD ["bash"]',
-                f"LABEL {RECIPE_LABEL}={recipe_hash()}",
+                f"LABEL {RECIPE_LABEL}={recipe_hash(arch)}",
                 f"LABEL {NAMESPACE_LABEL}={namespace}",
                 f"LABEL org.opencontainers.image.title=fleetbench-base-{SUITE}",
                 f"LABEL org.opencontainers.image.description=Debian-{SUITE}-minbase-python3-(debootstrap)",
                 f"LABEL org.opencontainers.image.created={time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}",
             ]
-            client.api.import_image_from_file(str(archive), repository=repository, tag=tag, changes=changes)
+            _import(client, archive, repository, tag, changes, arch)
     size = client.images.get(ref).attrs.get("Size", 0)
     log.info("base %s: %.0f MB, made in %.0f s", ref, size / 1e6, time.monotonic() - started)
     return ref, True
 
 
-def _debootstrap(rootfs: Path, mirror: str, progress: Progress) -> None:
+def _import(
+    client: docker.DockerClient, archive: Path, repository: str, tag: str, changes: list[str], arch: str
+) -> None:
+    """`docker import` of the root file system; for another architecture than the engine's, a build
+    `FROM scratch` + `ADD` of it for linux/<arch> instead: engines before 23.0 import every file system as
+    their own architecture (their import takes only the OS of a platform), and builds FROM such a base
+    for another platform are refused."""
+    if arch == emulation.host_arch():
+        client.api.import_image_from_file(str(archive), repository=repository, tag=tag, changes=changes)
+        return
+    (archive.parent / "Dockerfile").write_text("\n".join(["FROM scratch", f"ADD {archive.name} /", *changes]) + "\n")
+    (archive.parent / ".dockerignore").write_text("*\n!Dockerfile\n!" + archive.name + "\n")
+    from docker.errors import BuildError
+
+    try:
+        client.images.build(
+            path=str(archive.parent), tag=f"{repository}:{tag}", platform=f"linux/{arch}", rm=True, pull=False
+        )
+    except BuildError as exc:
+        raise UserError(f"importing the {arch} base {repository}:{tag} failed: {exc.msg}") from None
+
+
+def _debootstrap(rootfs: Path, mirror: str, progress: Progress, arch: str = DEFAULT_ARCH) -> None:
     argv = [
         "debootstrap",
+        f"--arch={arch}",
         "--variant=minbase",
         f"--include={','.join(PACKAGES)}",
         SUITE,

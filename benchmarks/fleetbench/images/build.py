@@ -5,7 +5,9 @@ the `cpu` variant and for the `cuda` trainer and profiler (torch's CUDA wheels c
 Dockerfile's pinned upstream default, or `--base`. Python images get the host-side wheelhouse as
 WHEELHOUSE: its pins through the context, its wheels over loopback HTTP while the build runs.
 Builds use host networking (no bridge on these engines).
-Tags: `<ns>/<name>:<version>-<git sha>[-dirty][-cpu]` and `<ns>/<name>:latest[-cpu]`; OCI labels
+`--arch arm64` builds the edge runner for linux/arm64 on its own base, emulated where the host is
+not arm64 (images/emulation). Tags: `<ns>/<name>:<version>-<git sha>[-dirty][-cpu][-arm64]` and
+`<ns>/<name>:latest[-cpu][-arm64]`; OCI labels
 come in as build args. A failed step ends in one line (UserError) after the step's output tail.
 """
 
@@ -22,13 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from fleetbench.errors import UserError
+from fleetbench.images import emulation
 from fleetbench.images.base import ensure_base
 from fleetbench.images.engine import connect
 from fleetbench.images.native_wheel import ensure_native_wheels
 from fleetbench.images.specs import (
+    DEFAULT_ARCH,
     DEFAULT_NAMESPACE,
     IMAGES,
     ImageSpec,
+    Wheels,
     base_image_for,
     check_python,
     resolve_build_order,
@@ -39,6 +44,7 @@ from fleetbench.images.wheelhouse import (
     WHEELHOUSE_HOST,
     all_requirements,
     ensure_wheelhouse,
+    left_out,
     serve_wheelhouse,
 )
 from fleetbench.job import Progress, SilentProgress, Task
@@ -173,7 +179,7 @@ def context_archive(
     return create_archive(root=str(context), files=files, extra_files=extras)
 
 
-def _ensure_upstream_base(client: docker.DockerClient, ref: str) -> None:
+def _ensure_upstream_base(client: docker.DockerClient, ref: str, arch: str = DEFAULT_ARCH) -> None:
     from docker.errors import APIError, ImageNotFound
 
     try:
@@ -184,7 +190,8 @@ def _ensure_upstream_base(client: docker.DockerClient, ref: str) -> None:
     log.info("pulling base image %s ...", ref)
     try:
         repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
-        for _ in client.api.pull(repository, tag=tag, stream=True, decode=True):
+        platform = None if arch == DEFAULT_ARCH else f"linux/{arch}"
+        for _ in client.api.pull(repository, tag=tag, stream=True, decode=True, platform=platform):
             pass
         client.images.get(ref)
     except (APIError, ImageNotFound) as exc:
@@ -210,6 +217,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
     extra_files: dict[str, str] | None = None,
     client: docker.DockerClient | None = None,
     source: SourceInfo | None = None,
+    arch: str = DEFAULT_ARCH,
 ) -> list[BuildResult]:
     """Build `names` (and the images they are built FROM) of `variant`; `source` overrides what the
     context's git says (version, revision, tag), e.g. for a snapshot of a checkout.
@@ -219,9 +227,10 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
     none on the offline base, which has no CUDA apt repository: mount the host's with --ncu-dir).
     """
     progress = progress or SilentProgress()
-    specs = resolve_build_order(names, variant)
+    specs = resolve_build_order(names, variant, arch)
     if base_python:
         check_python(base_python)
+    emulation.require(arch)  # another architecture's RUN steps need qemu; none for the host's own
     root = check_context((context or default_context()), specs)
     client = client or connect()
     info = source or source_info(root)
@@ -230,15 +239,15 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
     built: dict[str, str] = {}
     for spec in specs:
         if spec.parent:
-            base = built.get(spec.parent) or f"{namespace}/{spec.parent}:latest{spec.tag_suffix(variant)}"
+            base = built.get(spec.parent) or f"{namespace}/{spec.parent}:latest{spec.tag_suffix(variant, arch)}"
         elif base_image:
             base = base_image
-            _ensure_upstream_base(client, base)
+            _ensure_upstream_base(client, base, arch)
         elif variant in spec.local_base_variants:
-            base, _ = ensure_base(client, namespace, root / "build", progress=progress)
+            base, _ = ensure_base(client, namespace, root / "build", progress=progress, arch=arch)
         else:
-            base = base_image_for(spec, variant, namespace)
-            _ensure_upstream_base(client, base)
+            base = base_image_for(spec, variant, namespace, arch)
+            _ensure_upstream_base(client, base, arch)
         wheel_key = None
         house_path: Path | None = None
         buildargs = {
@@ -250,7 +259,8 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             "CREATED": created,
         }
         if spec.wheels:
-            wheels = wheels_for(spec, variant, base_image, base_python)
+            wheels = wheels_for(spec, variant, base_image, base_python, arch)
+            _warn_left_out(spec, wheels)
             native = ensure_native_wheels(client, base, wheels.python, all_requirements(root, wheels), progress)
             house = ensure_wheelhouse(root, wheels, progress, native)
             wheel_key = wheels.key
@@ -261,7 +271,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             buildargs["NSIGHT_COMPUTE"] = profiler_nsight_package(variant, base_image, nsight_compute)
         declared = declared_args(root / spec.dockerfile)
         repository = spec.repository(namespace)
-        suffix = spec.tag_suffix(variant)
+        suffix = spec.tag_suffix(variant, arch)
         job = _BuildJob(
             spec=spec,
             variant=variant,
@@ -271,6 +281,7 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
             wheel_key=wheel_key,
             no_cache=no_cache,
             extra_files=extra_files,
+            arch=arch,
         )
         if house_path is None:
             result = _build_one(client, job, progress)
@@ -280,6 +291,12 @@ def build_images(  # noqa: PLR0913 - the `images build` flags, plus the engine, 
         built[spec.name] = result.tags[0]
         results.append(result)
     return results
+
+
+def _warn_left_out(spec: ImageSpec, wheels: Wheels) -> None:
+    """Say which requirements an emulated build leaves out of `spec`, and why."""
+    for requirement, why in left_out(wheels).items():
+        log.warning("%s (%s): built without %s: %s", spec.name, wheels.arch, requirement, why)
 
 
 @dataclass(frozen=True)
@@ -294,10 +311,11 @@ class _BuildJob:
     wheel_key: str | None  # the wheelhouse folder the context carries, if any
     no_cache: bool
     extra_files: dict[str, str] | None
+    arch: str = DEFAULT_ARCH
 
     @property
     def label(self) -> str:
-        return f"{self.spec.name} ({self.variant})"
+        return f"{self.spec.name} ({self.variant}{'' if self.arch == DEFAULT_ARCH else ', ' + self.arch})"
 
 
 def profiler_nsight_package(variant: str, base_image: str | None, asked: str | None) -> str:
@@ -318,7 +336,7 @@ def _build_one(
     tag = job.tags[0]
     log_dir = job.root / "build" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"{job.spec.name}-{job.variant}.log"
+    log_path = log_dir / f"{job.spec.name}-{job.variant}{job.spec.tag_suffix('cuda', job.arch)}.log"
     started = time.monotonic()
     log.info("build %s from %s", tag, job.buildargs.get("BASE_IMAGE", "?"))
     with (
@@ -342,6 +360,8 @@ def _build_one(
                 pull=False,
                 decode=True,
                 extra_hosts=extra_hosts,
+                # Only where asked: an engine checks the base's platform against it.
+                platform=None if job.arch == DEFAULT_ARCH else f"linux/{job.arch}",
             )
             for chunk in stream:
                 reader.consume(chunk)

@@ -9,6 +9,10 @@ Variants:
         slim for the edge runner and the monitoring services, Grafana's own image for Grafana).
   cpu   builds offline on the local base `<namespace>/base:bookworm` (debootstrap of Debian 12 +
         `docker import`, made by the suite when missing), with the CPU build of torch.
+
+Architectures: amd64 (the default) and, for the edge runner, arm64 (Jetson Orin, RK3588 boards),
+built on an x86-64 machine under emulation (qemu-user-static through binfmt_misc, images/emulation)
+on a base of its own (`<namespace>/base:bookworm-arm64`); its tags end in `-arm64`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from dataclasses import dataclass, field
 from fleetbench.errors import UserError
 
 VARIANTS = ("cuda", "cpu")
+# Docker's architecture name -> the kernel's (uname -m, Ansible's `ansible_architecture`)
+ARCHES = {"amd64": "x86_64", "arm64": "aarch64"}
+DEFAULT_ARCH = "amd64"
 DEFAULT_NAMESPACE = "fleetbench"
 LOCAL_BASE_NAME = "base"
 LOCAL_BASE_TAG = "bookworm"
@@ -38,11 +45,18 @@ class Wheels:
 
     python: str  # "3.11"
     torch_flavor: str  # "cpu" or "cuda"
+    arch: str = DEFAULT_ARCH  # the image's architecture (ARCHES), which need not be the host's
 
     @property
     def key(self) -> str:
-        """The wheelhouse folder name, e.g. py311-cpu."""
-        return f"py{self.python.replace('.', '')}-{self.torch_flavor}"
+        """The wheelhouse folder name, e.g. py311-cpu (amd64), py311-cpu-arm64."""
+        suffix = "" if self.arch == DEFAULT_ARCH else f"-{self.arch}"
+        return f"py{self.python.replace('.', '')}-{self.torch_flavor}{suffix}"
+
+    @property
+    def machine(self) -> str:
+        """The kernel's name of the architecture, as wheel platform tags spell it (x86_64, aarch64)."""
+        return ARCHES[self.arch]
 
 
 @dataclass(frozen=True)
@@ -68,10 +82,11 @@ class ImageSpec:
     size_budget_mb: dict[str, int] = field(default_factory=dict)  # variant -> budget (docs: containers/README.md)
     local_base_variants: tuple[str, ...] = ("cpu",)  # variants built on the local offline base by default
     target: str | None = None  # the Dockerfile's stage to build where the file holds several images
+    arches: tuple[str, ...] = (DEFAULT_ARCH,)  # architectures it builds for (ARCHES)
 
-    def tag_suffix(self, variant: str) -> str:
-        """The tag suffix of `variant`: none for cuda, `-cpu` for cpu."""
-        return "" if variant == "cuda" else f"-{variant}"
+    def tag_suffix(self, variant: str, arch: str = DEFAULT_ARCH) -> str:
+        """The tag suffix of `variant` and `arch`: none for cuda, `-cpu` for cpu; `-arm64` after it for arm64."""
+        return ("" if variant == "cuda" else f"-{variant}") + ("" if arch == DEFAULT_ARCH else f"-{arch}")
 
     def repository(self, namespace: str) -> str:
         """`<namespace>/<name>`."""
@@ -127,6 +142,7 @@ IMAGES: dict[str, ImageSpec] = {
             own_extras=("llm",),  # `edge llm`'s llama.cpp and MLX; not in the trainer's layer
             gpu_capabilities=("gpu", "graphics", "compute", "utility"),
             size_budget_mb={"cpu": 2100},  # 1987 MB measured with llama.cpp and MLX
+            arches=("amd64", "arm64"),  # the arm64 boards of the device farm
         ),
         ImageSpec(
             name="prometheus",
@@ -199,14 +215,38 @@ def check_variant(variant: str) -> str:
     return variant
 
 
-def resolve_build_order(names: list[str], variant: str) -> list[ImageSpec]:
+def check_arch(arch: str) -> str:
+    """`arch` when it is one of ARCHES; UserError otherwise."""
+    if arch not in ARCHES:
+        raise UserError(f"unknown architecture {arch!r}; accepted: {', '.join(ARCHES)}")
+    return arch
+
+
+def arch_of_machine(machine: str) -> str:
+    """The Docker architecture of a kernel's machine name (uname -m, `ansible_architecture`); UserError
+    naming the accepted ones otherwise."""
+    for arch, name in ARCHES.items():
+        if machine in (arch, name):
+            return arch
+    raise UserError(f"no image is built for the architecture {machine!r}; accepted: {', '.join(ARCHES.values())}")
+
+
+def resolve_build_order(names: list[str], variant: str, arch: str = DEFAULT_ARCH) -> list[ImageSpec]:
     """The images to build, each after the image it is built FROM (added when not asked for)."""
     check_variant(variant)
+    check_arch(arch)
     if not names:
         names = list(CPU_DEFAULT_IMAGES) if variant == "cpu" else [n for n, s in IMAGES.items() if "cuda" in s.variants]
+        if arch != DEFAULT_ARCH:
+            names = [n for n in names if arch in IMAGES[n].arches]
     ordered: list[ImageSpec] = []
     for name in names:
         spec = get_spec(name)
+        if arch not in spec.arches:
+            raise UserError(
+                f"image {name!r} is not built for {arch}; images built for {arch}: "
+                + ", ".join(n for n, s in IMAGES.items() if arch in s.arches)
+            )
         if variant not in spec.variants:
             raise UserError(
                 f"image {name!r} has no {variant!r} variant; accepted for {name}: {', '.join(spec.variants)}"
@@ -225,23 +265,26 @@ def resolve_build_order(names: list[str], variant: str) -> list[ImageSpec]:
     return ordered
 
 
-def local_base(namespace: str) -> str:
-    """The local offline base's reference in `namespace`."""
-    return f"{namespace}/{LOCAL_BASE_NAME}:{LOCAL_BASE_TAG}"
+def local_base(namespace: str, arch: str = DEFAULT_ARCH) -> str:
+    """The local offline base's reference in `namespace` for `arch` (its tag ends in -arm64 for arm64)."""
+    suffix = "" if arch == DEFAULT_ARCH else f"-{arch}"
+    return f"{namespace}/{LOCAL_BASE_NAME}:{LOCAL_BASE_TAG}{suffix}"
 
 
-def base_image_for(spec: ImageSpec, variant: str, namespace: str) -> str:
+def base_image_for(spec: ImageSpec, variant: str, namespace: str, arch: str = DEFAULT_ARCH) -> str:
     """The BASE_IMAGE of an image not built FROM another: the local base where the spec builds this
     variant on it (cpu; trainer's cuda too), else its upstream base."""
-    return local_base(namespace) if variant in spec.local_base_variants else spec.upstream_base
+    return local_base(namespace, arch) if variant in spec.local_base_variants else spec.upstream_base
 
 
-def wheels_for(spec: ImageSpec, variant: str, base_image: str | None, base_python: str | None = None) -> Wheels:
-    """The wheelhouse of `spec` for `variant` on `base_image` (None: the default base): the Python
-    is `base_python`, else the known Python of an upstream base, else the spec's."""
+def wheels_for(
+    spec: ImageSpec, variant: str, base_image: str | None, base_python: str | None = None, arch: str = DEFAULT_ARCH
+) -> Wheels:
+    """The wheelhouse of `spec` for `variant` and `arch` on `base_image` (None: the default base): the
+    Python is `base_python`, else the known Python of an upstream base, else the spec's."""
     wheels = spec.wheels[variant]
     python = base_python or (BASE_PYTHON.get(base_image, LOCAL_BASE_PYTHON) if base_image else None)
-    return Wheels(python, wheels.torch_flavor) if python else wheels
+    return Wheels(python or wheels.python, wheels.torch_flavor, arch)
 
 
 def check_python(version: str) -> str:

@@ -4,7 +4,7 @@ The images install from it with `--no-index --find-links`, so the torch build is
 chose (TORCH_SPEC; the CPU build for the `cpu` variant) and a multi-GB CUDA build can never sneak in
 through a loose requirement. Layout, inside the build context (gitignored, sent by .dockerignore):
 
-  build/wheelhouse/<key>/            key = py<XY>-<cpu|cuda>, e.g. py311-cpu
+  build/wheelhouse/<key>/            key = py<XY>-<cpu|cuda>[-arm64], e.g. py311-cpu, py311-cpu-arm64
       *.whl
       requirements.txt               pins of the common set: project deps + extras of the images
                                      built on a base (identical for trainer and edge-vulkan, so the
@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import platform
 import re
 import secrets
 import shutil
@@ -39,18 +38,29 @@ from typing import Any
 
 from fleetbench import jsonio
 from fleetbench.errors import UserError
-from fleetbench.images.specs import IMAGES, ImageSpec, Wheels
+from fleetbench.images import emulation
+from fleetbench.images.specs import DEFAULT_ARCH, IMAGES, ImageSpec, Wheels
 from fleetbench.job import Progress, SilentProgress
 
 DEFAULT_TORCH_SPEC = "torch==2.13.0"
 # torch's CUDA build (PyPI's default Linux wheel) with its nvidia-* wheels (CUDA 13, cuDNN 9, NCCL 2).
 DEFAULT_TORCH_CUDA_SPEC = "torch==2.14.1"
 TORCH_SPEC_ENV = {"cpu": "TORCH_SPEC", "cuda": "TORCH_CUDA_SPEC"}
+# arm64 (cpu): PyPI's aarch64 torch wheels from 2.13 on are CUDA builds (cuda-toolkit, nvidia-* wheels for
+# Jetson-class sbsa); 2.9.1's is the CPU build (104 MB, no nvidia-* requirement on aarch64).
+DEFAULT_TORCH_ARM64_SPEC = "torch==2.9.1"
+TORCH_ARM64_SPEC_ENV = "TORCH_ARM64_SPEC"
 WHEELHOUSE_DIR = "build/wheelhouse"
 # Oldest glibc of the bases: Debian 12 has 2.36, Ubuntu 24.04 2.39; pip also accepts older manylinux tags.
 GLIBC = {"3.11": 36, "3.12": 39}
 SAVED = re.compile(r"^\s*(?:Saved|File was already downloaded)\s+(?P<path>\S+\.whl)\s*$")
 WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+
+# Source-only requirements an emulated build leaves out, and why: llama-cpp-python compiles llama.cpp,
+# which under qemu-user on this 2-core machine is measured in containers/README.md (arm64 images).
+LEFT_OUT_UNDER_EMULATION = {
+    "llama-cpp-python": "llama.cpp would be compiled under qemu (hours on 2 cores); build on an arm64 host"
+}
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +76,13 @@ class Wheelhouse:
     size_bytes: int
 
 
-def torch_spec(flavor: str = "cpu") -> str:
-    """The torch requirement of a `flavor` wheelhouse: $TORCH_SPEC (cpu) or $TORCH_CUDA_SPEC (cuda), else
-    the default; UserError when it is not a torch requirement."""
+def torch_spec(flavor: str = "cpu", arch: str = DEFAULT_ARCH) -> str:
+    """The torch requirement of a `flavor` wheelhouse: $TORCH_SPEC (cpu) or $TORCH_CUDA_SPEC (cuda), and
+    $TORCH_ARM64_SPEC for arm64's cpu one, else the default; UserError when it is not a torch requirement."""
     env = TORCH_SPEC_ENV.get(flavor, "TORCH_SPEC")
     default = DEFAULT_TORCH_CUDA_SPEC if flavor == "cuda" else DEFAULT_TORCH_SPEC
+    if arch != DEFAULT_ARCH and flavor == "cpu":
+        env, default = TORCH_ARM64_SPEC_ENV, DEFAULT_TORCH_ARM64_SPEC
     spec = os.environ.get(env, default).strip()
     if not re.fullmatch(r"torch\s*(==|~=|>=|<=|>|<)?\s*[A-Za-z0-9.+!*]*", spec):
         raise UserError(f"{env}={spec!r} is not accepted; use a torch requirement such as {default}")
@@ -112,7 +124,7 @@ def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[st
     additions: dict[str, list[str]] = {}
     for spec in IMAGES.values():
         # By torch build, not Python: a --base with another Python gets the same packages.
-        if wheels.torch_flavor not in {w.torch_flavor for w in spec.wheels.values()}:
+        if wheels.torch_flavor not in {w.torch_flavor for w in spec.wheels.values()} or wheels.arch not in spec.arches:
             continue
         reqs = _image_requirements(context, spec, optional)
         if spec.parent:
@@ -122,17 +134,28 @@ def requirement_sets(context: Path, wheels: Wheels, torch: str) -> tuple[list[st
         own = [req for extra in spec.own_extras for req in optional.get(extra, [])]
         if own:
             additions[spec.name] = [*additions.get(spec.name, []), *own]
+    if emulation.host_arch() != wheels.arch:
+        common = [r for r in common if _normal(_req_name(r)) not in LEFT_OUT_UNDER_EMULATION]
+        additions = {
+            name: [r for r in reqs if _normal(_req_name(r)) not in LEFT_OUT_UNDER_EMULATION]
+            for name, reqs in additions.items()
+        }
     return list(dict.fromkeys(common)), additions
+
+
+def left_out(wheels: Wheels) -> dict[str, str]:
+    """The requirements the `wheels` wheelhouse leaves out on this host, with why (emulated builds)."""
+    return dict(LEFT_OUT_UNDER_EMULATION) if emulation.host_arch() != wheels.arch else {}
 
 
 def all_requirements(context: Path, wheels: Wheels) -> list[str]:
     """Every requirement of the `wheels` wheelhouse, the images' own additions included."""
-    common, additions = requirement_sets(context, wheels, torch_spec(wheels.torch_flavor))
+    common, additions = requirement_sets(context, wheels, torch_spec(wheels.torch_flavor, wheels.arch))
     return [*common, *(req for reqs in additions.values() for req in reqs)]
 
 
 def _pip_target_args(wheels: Wheels) -> list[str]:
-    arch = platform.machine()
+    arch = wheels.machine
     abi = f"cp{wheels.python.replace('.', '')}"
     return [
         "--only-binary=:all:",
@@ -150,11 +173,11 @@ def _pip_target_args(wheels: Wheels) -> list[str]:
     ]
 
 
-def _native_args(folders: list[Path]) -> list[str]:
+def _native_args(folders: list[Path], machine: str) -> list[str]:
     """pip arguments that admit the wheels built on the base (platform tag linux_<arch>) from `folders`."""
     if not folders:
         return []
-    return ["--platform", f"linux_{platform.machine()}", *(f"--find-links={folder}" for folder in folders)]
+    return ["--platform", f"linux_{machine}", *(f"--find-links={folder}" for folder in folders)]
 
 
 def platform_args(glibc_minor: int, arch: str) -> list[str]:
@@ -179,9 +202,9 @@ def ensure_wheelhouse(
 ) -> Wheelhouse:
     """The wheelhouse of `wheels`, downloaded with pip unless its stamp matches the current inputs.
     `native`: folders of wheels built from source for these images (native_wheel), which pip takes too."""
-    torch = torch_spec(wheels.torch_flavor)
+    torch = torch_spec(wheels.torch_flavor, wheels.arch)
     common, additions = requirement_sets(context, wheels, torch)
-    target = [*_pip_target_args(wheels), *_native_args(native or [])]
+    target = [*_pip_target_args(wheels), *_native_args(native or [], wheels.machine)]
     inputs = {"layout": 2, "common": common, "additions": additions, "target": target}
     digest = hashlib.sha256(jsonio.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
     rel = f"{WHEELHOUSE_DIR}/{wheels.key}"
@@ -200,7 +223,8 @@ def ensure_wheelhouse(
         for old in path.glob("**/*.whl"):
             if not (partial / old.name).exists():
                 os.link(old, partial / old.name)
-    downloads = _Downloads(partial, target, rel, progress or SilentProgress())
+    foreign = wheels if emulation.host_arch() != wheels.arch else None
+    downloads = _Downloads(partial, target, rel, progress or SilentProgress(), foreign)
     common_files = downloads.fetch(common, "common")
     per_image = {name: downloads.image_additions(name, reqs, common_files) for name, reqs in additions.items()}
     if wheels.torch_flavor == "cpu":
@@ -235,6 +259,7 @@ class _Downloads:
     target: list[str]  # pip's platform, Python and ABI arguments
     rel: str  # the wheelhouse's path in the context, for labels
     progress: Progress
+    foreign: Wheels | None = None  # another architecture's wheelhouse: resolved by uv for its platform
 
     def fetch(self, reqs: list[str], label: str, constraints: list[str] | None = None) -> list[str]:
         """Download `reqs` (pinned by `constraints` when given); the wheel file names pip saved."""
@@ -244,6 +269,11 @@ class _Downloads:
             constraints_file.write_text("\n".join(constraints) + "\n")
             extra = ["--constraint", str(constraints_file)]
         try:
+            if self.foreign is not None:
+                # pip evaluates markers (platform_machine == "x86_64": torch's nvidia-* wheels) on this host
+                # whatever --platform says; uv resolves for the target, pip then fetches exactly those.
+                reqs = _resolve_foreign(reqs, extra, self.foreign)
+                extra = ["--no-deps"]
             return _download(self.partial, reqs, [*self.target, *extra], f"{self.rel} {label}", self.progress)
         finally:
             if constraints is not None:
@@ -260,6 +290,23 @@ class _Downloads:
             return pins(own), own
         resolved = {_normal(p.split("==")[0]): p for p in pins(extra)}
         return [resolved.get(_normal(_req_name(r)), r) for r in reqs], own
+
+
+def _resolve_foreign(reqs: list[str], constraint_args: list[str], wheels: Wheels) -> list[str]:
+    """`reqs` resolved to pins for `wheels`' architecture and Python by `uv pip compile`, which
+    evaluates environment markers for the target platform (pip cannot)."""
+    uv = Path(sys.executable).with_name("uv")
+    command = str(uv) if uv.is_file() else shutil.which("uv")
+    if command is None:
+        raise UserError(f"the {wheels.key} wheelhouse is resolved by uv, which is not installed: run `make setup`")
+    platform_tag = f"{wheels.machine}-manylinux_2_{GLIBC.get(wheels.python, 28)}"
+    argv = [command, "pip", "compile", "-", "--python-platform", platform_tag, "--python-version", wheels.python,
+            "--only-binary", ":all:", "--no-header", "--no-annotate", "--quiet", *constraint_args]  # fmt: skip
+    done = subprocess.run(argv, input="\n".join(reqs) + "\n", capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        why = next((line for line in done.stderr.splitlines() if line.strip()), f"exit status {done.returncode}")
+        raise UserError(f"resolving the {wheels.key} wheelhouse for {platform_tag} failed: {why.strip()[:300]}")
+    return [line.strip() for line in done.stdout.splitlines() if line.strip() and not line.startswith("#")]
 
 
 def _refuse_cuda_torch(files: set[str]) -> None:
