@@ -292,6 +292,14 @@ class _Downloads:
         return [resolved.get(_normal(_req_name(r)), r) for r in reqs], own
 
 
+# Another architecture's wheelhouse is resolved as PyPI stood at this time, so that a fresh clone gets
+# the same pins, the same wheels and so the image layers cached under emulation (about 40 minutes cold
+# for the arm64 edge image): a newer release of any dependency would otherwise rebuild them. It is left
+# out of the wheelhouse's stamp (that stamp is in the image's dependency layer too): after moving it
+# forward, remove build/wheelhouse/py311-cpu-arm64 to resolve again.
+FOREIGN_EXCLUDE_NEWER = "2026-12-08T00:00:00Z"
+
+
 def _resolve_foreign(reqs: list[str], constraint_args: list[str], wheels: Wheels) -> list[str]:
     """`reqs` resolved to pins for `wheels`' architecture and Python by `uv pip compile`, which
     evaluates environment markers for the target platform (pip cannot)."""
@@ -301,7 +309,8 @@ def _resolve_foreign(reqs: list[str], constraint_args: list[str], wheels: Wheels
         raise UserError(f"the {wheels.key} wheelhouse is resolved by uv, which is not installed: run `make setup`")
     platform_tag = f"{wheels.machine}-manylinux_2_{GLIBC.get(wheels.python, 28)}"
     argv = [command, "pip", "compile", "-", "--python-platform", platform_tag, "--python-version", wheels.python,
-            "--only-binary", ":all:", "--no-header", "--no-annotate", "--quiet", *constraint_args]  # fmt: skip
+            "--only-binary", ":all:", "--no-header", "--no-annotate", "--quiet", "--exclude-newer", FOREIGN_EXCLUDE_NEWER,
+            *constraint_args]  # fmt: skip
     done = subprocess.run(argv, input="\n".join(reqs) + "\n", capture_output=True, text=True, check=False)
     if done.returncode != 0:
         why = next((line for line in done.stderr.splitlines() if line.strip()), f"exit status {done.returncode}")
