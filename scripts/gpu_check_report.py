@@ -136,9 +136,11 @@ def train_row(record: dict[str, Any]) -> dict[str, Any]:
 
 def read_json(path: Path) -> Any:
     """A captured JSON summary, or None where its stage did not produce one."""
+    if not path.is_file():  # missing, or a FIFO a read would wait on forever
+        return None
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested thousands deep, no summary
         return None
 
 

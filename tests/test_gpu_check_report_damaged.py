@@ -113,3 +113,21 @@ def test_summaries_that_are_no_figures_are_reported_as_missing(
     data = json.loads((tmp_path / "r.json").read_text(), parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
     assert data["trace_summary"] is None
     assert "NaN" not in (tmp_path / "r.md").read_text() and "nan" not in (tmp_path / "r.md").read_text().split("|")[1:]
+
+
+@pytest.mark.parametrize("name", ["trace_summary.json", "ncu_summary.json"])
+@pytest.mark.parametrize("kind", ["nested-deep", "fifo"])
+def test_summaries_nested_thousands_deep_or_fifos_are_reported_as_missing(
+    name: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A summary nested 100,000 deep crashed the report (RecursionError); a FIFO in its place kept it waiting."""
+    import os
+
+    work = _work(tmp_path, {"stages.tsv": "a\tok\t0\t1\n"})
+    if kind == "fifo":
+        os.mkfifo(work / name)
+    else:
+        (work / name).write_text("[" * 100_000)
+    code, _, err = _main(tmp_path, work, capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "r.json").read_text())[name.removesuffix(".json")] is None

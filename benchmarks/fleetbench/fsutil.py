@@ -228,6 +228,16 @@ def refuse_foreign_file(path: Path, flag: str, force: bool, mark: bytes | None =
     if force:
         return
     try:
+        info = path.lstat()
+    except OSError:
+        return  # nothing there (or the write itself says why: a name too long)
+    if stat.S_ISLNK(info.st_mode) or not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)):
+        # a rename would replace the link or the FIFO itself, and a FIFO would block a read of its head
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "a FIFO, socket or device"
+        raise UserError(
+            f"{flag} {path}: {kind} is there, not a file this command wrote; pass --force to replace it, or another path"
+        )
+    try:
         if not path.is_file():
             return
         with path.open("rb") as handle:

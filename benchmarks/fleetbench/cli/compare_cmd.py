@@ -191,6 +191,11 @@ def render_table_text(comparisons: list[Comparison], failures: list[Regression],
 def _check_args(args: argparse.Namespace) -> None:
     if args.format not in FORMATS:
         raise UserError(f"--format {args.format!r} is not accepted; accepted: {', '.join(FORMATS)}")
+    for flag, rev in (("--base-rev", args.base_rev), ("--new-rev", args.new_rev)):
+        if rev is not None and not rev.strip():  # '' would be read as "no rev": the working tree, not a commit
+            raise UserError(
+                f"{flag} {rev!r} is empty; accepted: a branch, tag or commit of the repository --repo names"
+            )
     if args.out is not None:  # before the comparison: its work must not end in a file that cannot be written
         check_output_file(args.out, "--out")
         refuse_foreign_file(args.out, "--out", args.force)

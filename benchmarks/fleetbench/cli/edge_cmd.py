@@ -19,6 +19,7 @@ from fleetbench.cli.options import (
     shown_even_if_failed,
 )
 from fleetbench.errors import UserError
+from fleetbench.names import shown
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +31,11 @@ def _list(text: str | None, flag: str, none_word: str | None = None) -> list[str
         return None
     if none_word is not None and text.strip() == none_word:
         return []
-    items = [part.strip() for part in text.split(",") if part.strip()]
-    if not items:
+    items = [part.strip() for part in text.split(",")]
+    if not any(items):
         raise UserError(f"{flag} {text!r} is empty; accepted: a comma-separated list")
+    if not all(items):  # 'a,,b' or 'a,': a value left out by mistake, not silently dropped
+        raise UserError(f"{flag} {shown(text)} has an empty item; accepted: a comma-separated list of names, e.g. a,b")
     return items
 
 

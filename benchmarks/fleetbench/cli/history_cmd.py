@@ -51,9 +51,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     history.add_argument(
         "--repo",
         type=Path,
-        default=Path("."),
+        default=None,
         metavar="DIR",
-        help="git checkout whose commit graph orders the runs (.)",
+        help="git checkout whose commit graph orders the runs (default: ., by record time where it is none)",
     )
     history.add_argument("--format", default="table", help="table or json (default: table)")
     history.add_argument(
@@ -107,7 +107,32 @@ def _check(args: argparse.Namespace) -> tuple[str, dict[str, str], str | None]:
         from fleetbench.report.history_plot import PNG_MARK
 
         refuse_foreign_file(args.png, "--png", args.force, PNG_MARK)
+    if args.repo is None:
+        args.repo = Path(".")  # not given: a folder that is no checkout orders by record time, in a warning
+    else:
+        _check_repo(args.repo)
     return metric_name(args.metric), parse_labels(args.label), gateway(args)
+
+
+def _check_repo(repo: Path) -> None:
+    """A --repo given on the command line must be a git checkout: its commit graph is what was asked for."""
+    import subprocess
+
+    if not repo.is_dir():
+        why = "does not exist" if not repo.exists() and not repo.is_symlink() else "is not a folder"
+        raise UserError(
+            f"--repo {repo} {why}; accepted: a git checkout (the folder of the commits the runs were made at)"
+        )
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", "--git-dir"], capture_output=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        done = None
+    if done is None or done.returncode != 0:
+        raise UserError(
+            f"--repo {repo} is no git checkout; accepted: a git checkout (the folder of the commits the runs were made at)"
+        )
 
 
 def step_table(series: Series, found: list[Step]) -> Table:

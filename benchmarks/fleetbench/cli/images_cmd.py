@@ -27,6 +27,9 @@ IMAGE_REFERENCE = re.compile(
     rf"^(?:{_HOST}/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[\w][\w.-]{{0,127}})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )
+MAX_NAMESPACE = 255 - len("/node-exporter")  # docker: a repository name is at most 255 characters
+# an apt package as Debian names it, with an optional =VERSION; '' for none
+APT_PACKAGE = re.compile(r"^(?:[a-z0-9][a-z0-9+.-]{1,99}(?:=[A-Za-z0-9.+:~_-]{1,100})?)?$")
 IMAGE_REFERENCE_RULE = (
     "an image reference [HOST[:PORT]/]NAME[:TAG][@DIGEST], e.g. nvidia/cuda:12.8.1-runtime-ubuntu24.04"
 )
@@ -207,9 +210,18 @@ def _print_table(console: Console, table: object) -> None:
 
 def namespace_of(args: argparse.Namespace) -> str:
     """The image repository prefix: --namespace, $FLEETBENCH_IMAGE_NAMESPACE or the default; checked."""
+    if args.namespace is not None and not args.namespace:  # '' would silently mean the default
+        raise UserError("--namespace '' is empty; accepted: lowercase letters, digits, '.', '_', '-', '/'")
     value = args.namespace or os.environ.get(IMAGE_NAMESPACE_ENV) or DEFAULT_NAMESPACE
     if not NAMESPACE_PATTERN.fullmatch(value):
         raise UserError(f"image namespace {value!r} is not accepted; use lowercase letters, digits, '.', '_', '-', '/'")
+    if len(value) > MAX_NAMESPACE:
+        from fleetbench.names import shown
+
+        raise UserError(
+            f"image namespace {shown(value)} is {len(value)} characters long; accepted: at most {MAX_NAMESPACE} "
+            "(a repository name holds 255 with the image's own name)"
+        )
     return value
 
 
@@ -218,6 +230,15 @@ def handle_build(args: argparse.Namespace, console: Console) -> int:
     namespace = namespace_of(args)
     if args.base_image is not None:
         check_image_reference(args.base_image, "--base")
+    if args.base_python is not None:  # '' would silently mean the default Python
+        from fleetbench.images.specs import check_python
+
+        check_python(args.base_python)
+    if args.nsight_compute is not None and not APT_PACKAGE.fullmatch(args.nsight_compute):
+        raise UserError(
+            f"--nsight-compute {args.nsight_compute[:60]!r} is not accepted; accepted: an apt package name "
+            "(lowercase letters, digits, '+', '-', '.'; optionally =VERSION), e.g. cuda-nsight-compute-12-8, or '' for none"
+        )
     from fleetbench.cli.views.images import results_table
     from fleetbench.images.build import build_images
     from fleetbench.progress import ConsoleProgress

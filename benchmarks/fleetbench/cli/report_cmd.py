@@ -64,7 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 
 def _run_dir(args: argparse.Namespace) -> Path:
-    if args.run_id:
+    if args.run_id is not None:  # '' is refused by find_run's rule, never read as "the newest"
         return find_run(args.results_dir, args.run_id)
     runs = list_runs(args.results_dir)
     if not runs:

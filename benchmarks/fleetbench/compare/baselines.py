@@ -76,7 +76,9 @@ def set_baseline(results_root: Path, baseline: Baseline) -> Path:
         "noise": baseline.noise.to_json() if baseline.noise else None,
         "records": [record.model_dump(mode="json") for record in baseline.records],
     }
-    return write_text_atomic(path, jsonio.dumps(payload, indent=1) + "\n", f"baseline {baseline.name}")
+    text = jsonio.dumps(payload, indent=1) + "\n"
+    parse_baseline(text, f"baseline {baseline.name} (not written)")  # nothing read_baseline would refuse
+    return write_text_atomic(path, text, f"baseline {baseline.name}")
 
 
 def read_baseline(results_root: Path, name: str) -> Baseline:
@@ -88,21 +90,39 @@ def read_baseline(results_root: Path, name: str) -> Baseline:
     # the file is there: whatever is wrong with it is said as damage, never as "not found"
     readable_file(path, f"baseline {name!r}: its file", "set it again with fleetbench baseline set")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{path}: not a baseline file: it is damaged ({_first_problem(exc)[:160]}); set it again with fleetbench baseline set"
+        ) from None
+    return parse_baseline(text, str(path))
+
+
+def parse_baseline(text: str, where: str) -> Baseline:
+    """A baseline from its file's text; a UserError naming `where` and the first problem when it is none.
+
+    The one rule for a baseline: `set_baseline` applies it to the text it is about to write, and
+    `read_baseline` to what it finds."""
+    try:
+        data = json.loads(text)
         records = [ResultRecord.model_validate(r) for r in data["records"]]
         noise = parse(data["noise"]) if data.get("noise") else None
         processes = data.get("processes", 1)
         baseline = Baseline(
             str(data["name"]), str(data["run_id"]), str(data["source"]), str(data["set_at"]), records, 1, noise
         )
+    except RecursionError:
+        raise UserError(
+            f"{where}: not a baseline file: it is damaged (nested too deeply); set it again with fleetbench baseline set"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError, ValidationError) as exc:
         first = _first_problem(exc)
         raise UserError(
-            f"{path}: not a baseline file: it is damaged ({first[:160]}); set it again with fleetbench baseline set"
+            f"{where}: not a baseline file: it is damaged ({first[:160]}); set it again with fleetbench baseline set"
         ) from None
     if type(processes) is not int or not 1 <= processes <= MAX_PROCESSES:
         raise UserError(
-            f"{path}: not a baseline file: it is damaged (processes is {processes!r}; accepted: a whole number "
+            f"{where}: not a baseline file: it is damaged (processes is {processes!r}; accepted: a whole number "
             f"in 1-{MAX_PROCESSES}); set it again with fleetbench baseline set"
         )
     return replace(baseline, processes=processes)

@@ -93,7 +93,7 @@ def robust_cv_pct(values: Sequence[float]) -> float:
         return 0.0
     if float(np.min(data)) <= 0:
         return math.inf
-    logs = np.log(data / float(np.max(data)))
+    logs = np.log(data)  # each value's own log: a ratio of a denormal to 1e308 would underflow to 0
     return MAD_TO_SIGMA * float(np.median(np.abs(logs - np.median(logs)))) * 100.0
 
 
@@ -149,16 +149,41 @@ def calibration_path(results_root: Path, key: str) -> Path:
 
 
 def parse(data: Mapping[str, Any]) -> Calibration:
-    """A calibration from its plain data; KeyError, TypeError or ValueError when it is not one."""
+    """A calibration from its plain data; KeyError, TypeError or ValueError when it is not one.
+
+    The one rule for a calibration: `store` applies it to what it is about to write, `read` to what
+    it finds, so nothing is filed that compare would refuse later."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("figures"), list):
+        raise ValueError("not an object with a list of figures")
     figures = [NoiseFigure(**figure) for figure in data["figures"]]
     for figure in figures:
-        pct = figure.noise_pct
-        if type(pct) not in (int, float) or not 0 <= pct <= MAX_NOISE_PCT:
-            raise ValueError(f"noise_pct {pct!r} of {figure.metric}; accepted: a number in 0-{MAX_NOISE_PCT}")
+        _check_figure(figure)
     processes = data["processes"]
     if type(processes) is not int or processes < 1:
         raise ValueError(f"processes {processes!r}; accepted: a whole number >= 1")
-    return Calibration(dict(data["machine"]), str(data["set_at"]), list(data["command"]), processes, figures)
+    machine = data["machine"]
+    if not isinstance(machine, Mapping) or not all(isinstance(v, str) for v in machine.values()):
+        raise ValueError(f"machine {str(machine)[:60]!r}; accepted: an object of texts (the machine fingerprint)")
+    return Calibration(dict(machine), str(data["set_at"]), list(data["command"]), processes, figures)
+
+
+def _check_figure(figure: NoiseFigure) -> None:
+    """ValueError naming the first field of `figure` no calibration of `estimate` holds."""
+    if not isinstance(figure.labels, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in figure.labels.items()
+    ):
+        raise ValueError(f"labels {str(figure.labels)[:60]!r} of {figure.metric}; accepted: an object of texts")
+    for name in ("noise_pct", "best_noise_pct"):
+        pct = getattr(figure, name)
+        if name == "best_noise_pct" and pct is None:
+            continue
+        if type(pct) not in (int, float) or not 0 <= pct <= MAX_NOISE_PCT:
+            raise ValueError(f"{name} {pct!r} of {figure.metric}; accepted: a number in 0-{MAX_NOISE_PCT}")
+    if type(figure.processes) is not int or figure.processes < 3:
+        raise ValueError(f"processes {figure.processes!r} of {figure.metric}; accepted: a whole number >= 3")
+    median = figure.median
+    if type(median) not in (int, float) or not 0 <= median < math.inf:
+        raise ValueError(f"median {median!r} of {figure.metric}; accepted: a finite number, 0 or above")
 
 
 def merged(old: Calibration | None, new: Calibration) -> Calibration:
@@ -177,6 +202,13 @@ def store(results_root: Path, calibration: Calibration) -> Path:
     except UserError:
         old = None  # a damaged file is replaced, not merged
     text = jsonio.dumps(merged(old, calibration).to_json(), indent=1) + "\n"
+    try:  # what compare would read back: a figure it would refuse is refused here, and nothing is filed
+        parse(json.loads(text))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UserError(
+            f"noise: the calibration of {describe_class(calibration.machine)} is not filed: {str(exc)[:160]} "
+            "(compare could not read it); run fleetbench noise again on a quiet machine, with figures above 0"
+        ) from None
     write_text_atomic(path, text, "noise calibration")
     return path
 
@@ -187,6 +219,8 @@ def read(path: Path) -> Calibration | None:
         return None
     try:
         return parse(json.loads(path.read_text(encoding="utf-8")))
+    except RecursionError:
+        raise UserError(f"{path}: not a noise calibration (nested too deeply); run fleetbench noise again") from None
     except (OSError, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise UserError(f"{path}: not a noise calibration ({str(exc)[:160]}); run fleetbench noise again") from None
 

@@ -62,6 +62,10 @@ def build_report(run_dir: Path, prometheus_url: str | None, compare_to: CompareT
     itself is replaced only once it is completely written.
     """
     records = read_records(run_dir)
+    if not records:  # a run whose records.jsonl is empty (or blank lines): nothing to draw or time
+        raise UserError(
+            f"run {run_dir} holds no result records; accepted: a run with at least one record in records.jsonl"
+        )
     artifacts = run_plots(run_dir)
     out = run_dir / REPORT_DIR
     if os.path.isdir(out):  # an immutable page of an earlier report: refused before anything is made

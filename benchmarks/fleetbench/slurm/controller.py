@@ -98,20 +98,36 @@ def ansible_inventory() -> str:
     return found
 
 
+INVENTORY_ACCEPTED = "accepted: an Ansible inventory file or folder with a slurm_controller group"
+
+
 def read_inventory(path: Path) -> dict[str, Any]:
     """`ansible-inventory --list` of `path`: groups and every host's variables."""
     if not path.exists():
+        leads_nowhere = " (a symbolic link that leads nowhere)" if path.is_symlink() else ""
         raise UserError(
-            f"inventory {path} does not exist: `make cluster-up SLURM=1` makes the local cluster's, "
+            f"inventory {path} does not exist{leads_nowhere}: `make cluster-up SLURM=1` makes the local cluster's, "
             "--inventory DIR names your site's, --local runs on a Slurm login node"
         )
-    done = subprocess.run(
-        [ansible_inventory(), "-i", str(path), "--list"], capture_output=True, text=True, timeout=120, check=False
-    )
+    if not (path.is_file() or path.is_dir()):  # a FIFO would keep ansible-inventory waiting for a writer
+        raise UserError(
+            f"inventory {path} is not a regular file or folder (a FIFO, socket or device); {INVENTORY_ACCEPTED}"
+        )
+    try:
+        done = subprocess.run(
+            [ansible_inventory(), "-i", str(path), "--list"], capture_output=True, text=True, timeout=120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        raise UserError(f"inventory {path}: ansible-inventory gave no answer in 120 s; {INVENTORY_ACCEPTED}") from None
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise UserError(f"inventory {path} does not read: {last}")
-    data: dict[str, Any] = json.loads(done.stdout)
+    try:
+        data = json.loads(done.stdout)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        raise UserError(f"inventory {path}: ansible-inventory printed no listing; {INVENTORY_ACCEPTED}")
     return data
 
 

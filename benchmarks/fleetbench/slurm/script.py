@@ -9,18 +9,41 @@ results says what ran.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
 from fleetbench.errors import UserError
+from fleetbench.names import shown
 
 TEMPLATE = Path("slurm") / "fleetbench-train.sbatch"  # under deploy/
 JOB_NAME = "fleetbench-train"
 SETTING = re.compile(r"^(?P<name>[A-Z_]+)=\$\{(?P=name):-[^}]*\}$")
 # fullmatch, not match: `$` also matches before a final newline, which would end the #SBATCH line early.
 TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}|UNLIMITED|INFINITE")
+MAX_MINUTES = 0xFFFF_FFFF  # Slurm keeps a time limit in minutes in 32 bits, the top value meaning INFINITE
+
+
+def _minutes(text: str) -> float:
+    """The minutes of a --time TIME_LIMIT matched; inf where a field after the first is 60 or more."""
+    if text in ("UNLIMITED", "INFINITE"):
+        return 0
+    if len(text) > 32:  # beyond any 32-bit count of minutes, and short of int()'s digit limit
+        return math.inf
+    days, _, rest = text.rpartition("-")
+    parts = [int(part) for part in rest.split(":")]
+    if any(part > 59 for part in parts[1:]):
+        return math.inf
+    if days:  # D-H, D-H:M, D-H:M:S
+        hours, minutes, seconds = [*parts, 0, 0][:3]
+        return int(days) * 1440 + hours * 60 + minutes + seconds / 60
+    if len(parts) == 3:
+        return parts[0] * 60 + parts[1] + parts[2] / 60
+    return parts[0] + (parts[1] / 60 if len(parts) == 2 else 0)
+
+
 # Slurm keeps node counts in 32 bits and CPUs per task in 16, its top two values meaning "unset" and
 # "unlimited"; the trainer takes at most 10,000,000 steps (config/train.py).
 MAX_NODES = 0xFFFF_FFFD
@@ -55,12 +78,18 @@ class JobRequest:
         _in_range("--checkpoint-every", self.checkpoint_every, 0, MAX_STEPS, " (0: none)")
         if self.cpus_per_task is not None:
             _in_range("--cpus-per-task", self.cpus_per_task, 1, MAX_PER_NODE)
-        if self.time_limit is not None and not TIME_LIMIT.fullmatch(self.time_limit):
+        if self.time_limit is not None and (
+            not TIME_LIMIT.fullmatch(self.time_limit) or not 0 <= _minutes(self.time_limit) < MAX_MINUTES
+        ):
             raise UserError(
-                f"--time {self.time_limit!r} is not accepted; accepted: Slurm's MINUTES, HH:MM:SS, D-HH:MM:SS or UNLIMITED"
+                f"--time {shown(self.time_limit)} is not accepted; accepted: Slurm's MINUTES, HH:MM:SS, D-HH:MM:SS "
+                f"(minutes and seconds after the first field 0-59, below {MAX_MINUTES} minutes in all) or UNLIMITED"
             )
-        if self.partition is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", self.partition):
-            raise UserError(f"--partition {self.partition!r} is not accepted; accepted: a partition name")
+        if self.partition is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,255}", self.partition):
+            raise UserError(
+                f"--partition {shown(self.partition)} is not accepted; accepted: a partition name "
+                "(1-255 letters, digits, '_', '.', '-')"
+            )
 
     def directives(self, results_dir: str) -> list[str]:
         """The #SBATCH lines of the job; its batch output goes to <results_dir>/slurm-logs/."""
