@@ -156,3 +156,17 @@ def test_bad_input_gets_one_clear_line(
     assert lines[0].startswith("fleetbench: error: ") and fragment in lines[0], lines[0]
     assert "Traceback" not in err + out
     assert sorted(tmp_path.rglob("*")) == before  # no results folder, nothing half-written
+
+
+@pytest.mark.vulkan
+def test_info_names_the_extra_of_a_runtime_not_installed(
+    vulkan: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from fleetbench.cli import edge_cmd
+    from fleetbench.cli.main import main
+
+    real = edge_cmd._version
+    monkeypatch.setattr(edge_cmd, "_version", lambda package: None if package == "executorch" else real(package))
+    assert main(["edge", "info"]) == 0
+    said = capfd.readouterr()
+    assert "executorch: not installed (extra [mobile])" in said.out + said.err  # not eaten as rich markup

@@ -340,7 +340,8 @@ def handle_info(args: argparse.Namespace, console: Console) -> int:
         )
         console.print(f"  Vulkan {chosen.vulkan_api or '?'} (extension list via libvulkan): {coop}")
     console.print(f"  kernels: {', '.join(kernels.KERNELS)}; glslc: {spirv.glslc() or 'not found'}")
-    console.print(f"  executorch: {_version('executorch') or 'not installed (extra [mobile])'}; mps: {_mps_line()}")
+    executorch = _version("executorch") or "not installed (extra \\[mobile])"  # \\[: the text, not rich markup
+    console.print(f"  executorch: {executorch}; mps: {_mps_line()}")
     llm = ", ".join(f"{name} {_version(package) or 'not installed'}" for name, package in LLM_PACKAGES.items())
     # The machine, as the kernel names it (uname -m): an arm64 board, or an arm64 image under qemu.
     console.print(f"  architecture: {platform.machine()}; edge llm runtimes: {llm}")
