@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,14 +22,23 @@ if TYPE_CHECKING:
 FORMATS = ("table", "md", "json")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is below 1")
-    return value
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `minimum`, else one line saying which."""
+
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is below {minimum}")
+        return value
+
+    return whole
+
+
+_positive = _at_least(1)
+_whole = _at_least(0)
 
 
 SUMMARIZE_FLAGS = (
@@ -125,16 +135,6 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     critical.add_argument("--json", action="store_true", help="the same as --format json")
     critical.add_argument("--png", type=Path, help="also draw the step's timeline with the path on it to this PNG")
     critical.set_defaults(handler=handle_critical_path)
-
-
-def _whole(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is below 0")
-    return value
 
 
 def handle_critical_path(args: argparse.Namespace, console: Console) -> int:
